@@ -1,0 +1,66 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// fenceRetention is how long an idle fence counter is kept. Every
+// acquisition and renewal refreshes it; when it is gone the next
+// acquisition seeds the counter from the server clock (microseconds), which
+// is above every fence handed out before, so fences keep rising while idle
+// keys cost no memory for ever.
+const fenceRetention = 24 * time.Hour
+
+// names are the storage names of one lock key.
+type names struct {
+	lease string // "<prefix>:{<key>}", also its release channel
+	fence string // "<prefix>:{<key>}:fence"
+}
+
+func (c *Client) names(key string) names {
+	lease := c.cfg.prefix + ":{" + key + "}"
+	return names{lease: lease, fence: lease + ":fence"}
+}
+
+// acquireResult is the outcome of one acquisition attempt.
+type acquireResult struct {
+	acquired  bool          // the lease is ours
+	reentered bool          // it was already ours (same token)
+	fence     int64         // the lease's fence, when acquired
+	holderTTL time.Duration // the holder's remaining TTL, when held (<0: unknown)
+}
+
+// extendReq is one renewal in a batch; the backend fills ok and err.
+type extendReq struct {
+	n     names
+	token string
+	ttl   time.Duration
+	ok    bool
+	err   error
+}
+
+// A backend stores leases. All methods are safe for concurrent use.
+type backend interface {
+	acquire(ctx context.Context, n names, token, value string, ttl time.Duration) (acquireResult, error)
+	// extend renews every request, pipelined where the store allows.
+	extend(ctx context.Context, reqs []extendReq)
+	release(ctx context.Context, n names, token string) (bool, error)
+	inspect(ctx context.Context, n names) (Info, error)
+	// subscribe asks for release notifications on channel; the backend
+	// calls notifier.confirm when they flow and notifier.deliver on each.
+	subscribe(ctx context.Context, channel string) error
+	// unsubscribe stops notifications on the channels.
+	unsubscribe(channels ...string)
+	close()
+}
+
+// Info describes a lock key for operators; see Client.Inspect.
+type Info struct {
+	Key      string        // the lock key as given to Inspect
+	Held     bool          // a lease exists now
+	Token    string        // the holder's token, when held
+	Metadata string        // the holder's WithMetadata, when held
+	Fence    int64         // the holder's fence when held, else the last fence issued (0: none)
+	TTL      time.Duration // the lease's remaining time, when held (-1: no expiry)
+}

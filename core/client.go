@@ -1,0 +1,297 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// A Client takes locks on one backend: a Redis server, Sentinel group or
+// Cluster (NewRedis), several independent Redis masters (NewRedlock), or
+// process memory (NewMemory). It is safe for concurrent use; create one per
+// backend and share it. It owns one renewal goroutine and one notification
+// subscription, started on first use and stopped by Close.
+type Client struct {
+	cfg clientConfig
+	be  backend
+	nt  *notifier
+	wd  watchdog
+
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+}
+
+func newClient(opts []Option) *Client {
+	c := &Client{cfg: clientConfig{prefix: DefaultKeyPrefix, lock: defaultSettings()}, done: make(chan struct{})}
+	for _, o := range opts {
+		if o != nil {
+			o.applyClient(&c.cfg)
+		}
+	}
+	if c.cfg.err == nil && c.cfg.lock.err != nil {
+		c.cfg.err = c.cfg.lock.err
+	}
+	if c.cfg.err == nil && c.cfg.lock.token != "" {
+		c.cfg.err = fmt.Errorf("%w: WithToken is per lock", ErrInvalidOption)
+	}
+	c.wd.init(c)
+	return c
+}
+
+// setBackend attaches the backend and its notifier.
+func (c *Client) setBackend(be backend, linger time.Duration) {
+	c.be = be
+	c.nt = newNotifier(be, linger)
+}
+
+// prepare validates a lock call and returns its settings.
+func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (settings, error) {
+	if c.cfg.err != nil {
+		return settings{}, c.cfg.err
+	}
+	select {
+	case <-c.done:
+		return settings{}, ErrClosed
+	default:
+	}
+	if err := validKey(key); err != nil {
+		return settings{}, err
+	}
+	s := c.cfg.lock
+	for _, o := range opts {
+		if o != nil {
+			o.applyLock(&s)
+		}
+	}
+	if s.err != nil {
+		return settings{}, s.err
+	}
+	if s.ttl < time.Millisecond {
+		return settings{}, fmt.Errorf("%w: %v (want at least 1ms)", ErrInvalidTTL, s.ttl)
+	}
+	if err := ctx.Err(); err != nil {
+		return settings{}, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, context.Cause(ctx))
+	}
+	return s, nil
+}
+
+// TryLock makes one attempt to acquire key. It returns ErrNotAcquired if
+// someone else holds it, and the backend's error (never ErrNotAcquired) if
+// the backend failed. If ctx carries a lease of key from this Client (see
+// Lock.WithContext), TryLock re-enters it.
+func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	s, err := c.prepare(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	if h := c.reenter(ctx, key); h != nil {
+		return h, nil
+	}
+	n := c.names(key)
+	tok := s.token
+	if tok == "" {
+		tok = rand.Text()
+	}
+	h, _, err := c.attempt(ctx, key, n, tok, &s)
+	if err == nil && h == nil {
+		err = fmt.Errorf("%w: %q", ErrNotAcquired, key)
+	}
+	return h, err
+}
+
+// Lock acquires key, waiting while someone else holds it. A waiter sleeps
+// until the holder's release notification (or, should one be missed, until
+// no later than the holder's expiry) and then tries again. The wait ends
+// with ctx, WithWaitTimeout or WithRetryBudget; the error then matches
+// ErrNotAcquired and the cause (context.DeadlineExceeded, context.Canceled).
+// A backend failure ends it at once with the backend's error. If ctx
+// carries a lease of key from this Client, Lock re-enters it.
+func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	s, err := c.prepare(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	if h := c.reenter(ctx, key); h != nil {
+		return h, nil
+	}
+	n := c.names(key)
+	tok := s.token
+	if tok == "" {
+		tok = rand.Text()
+	}
+	h, holderTTL, err := c.attempt(ctx, key, n, tok, &s)
+	if h != nil || err != nil {
+		return h, err
+	}
+	return c.wait(ctx, key, n, tok, &s, holderTTL)
+}
+
+// wait is Lock's slow path: the key was held at the first attempt.
+func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *settings, holderTTL time.Duration) (*Lock, error) {
+	var expired <-chan time.Time
+	if s.waitTimeout > 0 {
+		t := time.NewTimer(s.waitTimeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	fail := func(cause error) (*Lock, error) {
+		return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, cause)
+	}
+	w := c.nt.join(ctx, n.lease)
+	acquired := false
+	defer func() { c.nt.leave(w, acquired) }()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for retries := 0; ; retries++ {
+		if s.retryBudget >= 0 && retries >= s.retryBudget {
+			return fail(fmt.Errorf("retry budget of %d exhausted", s.retryBudget))
+		}
+		if retries > 0 { // the first retry follows join at once
+			timer.Reset(fallbackDelay(holderTTL))
+			select {
+			case <-w.wake:
+			case <-timer.C:
+			case <-ctx.Done():
+				return fail(context.Cause(ctx))
+			case <-expired:
+				return fail(fmt.Errorf("wait timeout %v: %w", s.waitTimeout, context.DeadlineExceeded))
+			case <-c.done:
+				return nil, ErrClosed
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+		h, ttl, err := c.attempt(ctx, key, n, tok, s)
+		if err != nil {
+			return nil, err
+		}
+		if h != nil {
+			acquired = true
+			return h, nil
+		}
+		holderTTL = ttl
+	}
+}
+
+// maxFallback caps the sleep of a waiter whose notification went missing:
+// the price of a lost notification (a reconnect) is at most this much wait.
+const maxFallback = 5 * time.Second
+
+// fallbackDelay is how long a waiter sleeps when no notification comes: up
+// to the holder's expiry plus a little jitter, but at most about
+// maxFallback (jittered down), so a lost notification costs little.
+func fallbackDelay(holderTTL time.Duration) time.Duration {
+	if holderTTL >= 0 && holderTTL < maxFallback {
+		return holderTTL + jitter(2*time.Millisecond)
+	}
+	return maxFallback - jitter(maxFallback/5)
+}
+
+// attempt tries once. It returns a handle, or the holder's TTL when held.
+func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s *settings) (*Lock, time.Duration, error) {
+	value := tok
+	if s.metadata != "" {
+		value = tok + "|" + s.metadata
+	}
+	start := time.Now()
+	r, err := c.be.acquire(ctx, n, tok, value, s.ttl)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, errors.Join(context.Cause(ctx), err))
+		}
+		return nil, 0, fmt.Errorf("core: acquire %q: %w", key, err)
+	}
+	if !r.acquired {
+		return nil, r.holderTTL, nil
+	}
+	l := &lease{
+		c: c, key: key, n: n, token: tok, fence: r.fence,
+		ttl: s.ttl, autoRenew: s.autoRenew, expires: start.Add(s.ttl), holds: 1, idx: -1,
+	}
+	if !c.wd.schedule(l, nextDue(l, start)) { // closed meanwhile
+		c.releaseQuietly(context.WithoutCancel(ctx), l)
+		return nil, 0, ErrClosed
+	}
+	return &Lock{l: l}, 0, nil
+}
+
+// Do acquires key like Lock, runs fn with a context that carries the lease
+// (nested lock calls of key re-enter it), and releases the lock when fn
+// returns or panics. If the lease is lost while fn runs, fn's context is
+// cancelled with a cause matching ErrLost (see context.Cause) and Do
+// returns an error matching ErrLost, joined with fn's own error. Otherwise
+// Do returns fn's error, joined with a release failure if there was one.
+func (c *Client) Do(ctx context.Context, key string, fn func(context.Context) error, opts ...LockOption) (err error) {
+	if fn == nil {
+		return fmt.Errorf("%w: nil func", ErrInvalidOption)
+	}
+	h, err := c.Lock(ctx, key, opts...)
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancelCause(h.WithContext(ctx))
+	h.l.notifyLost(cancel)
+	defer func() {
+		cancel(nil)
+		relErr := h.Release(ctx)
+		if lost := h.Err(); lost != nil {
+			if !errors.Is(err, ErrLost) {
+				err = errors.Join(err, lost)
+			}
+			return
+		}
+		if errors.Is(relErr, ErrNotHeld) {
+			// It expired between renewals without the watchdog noticing yet.
+			relErr = lostError(key, relErr)
+		}
+		err = errors.Join(err, relErr)
+	}()
+	return fn(runCtx)
+}
+
+// Inspect tells an operator who holds key: its token, metadata, fence and
+// remaining TTL. It reads without changing anything.
+func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
+	if c.cfg.err != nil {
+		return Info{}, c.cfg.err
+	}
+	if err := validKey(key); err != nil {
+		return Info{}, err
+	}
+	info, err := c.be.inspect(ctx, c.names(key))
+	if err != nil {
+		return Info{}, fmt.Errorf("core: inspect %q: %w", key, err)
+	}
+	info.Key = key
+	return info, nil
+}
+
+// Close stops the Client: waits end with ErrClosed, the renewal goroutine
+// and the notification subscription stop, and the leases still held are
+// released (best effort, bounded) and reported lost. It does not close the
+// Redis clients given to the constructor. Calling Close again does nothing.
+func (c *Client) Close() error {
+	if c.cfg.err != nil && c.be == nil {
+		return nil
+	}
+	c.closeOnce.Do(func() {
+		close(c.done)
+		kept := c.wd.shutdown()
+		c.nt.close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		for _, l := range kept {
+			l.markLost(lostError(l.key, ErrClosed))
+			c.releaseQuietly(ctx, l)
+		}
+		c.be.close()
+	})
+	return nil
+}

@@ -1,0 +1,2 @@
+// Package core is a distributed lock.
+package core

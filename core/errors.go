@@ -1,0 +1,42 @@
+package core
+
+import "errors"
+
+// Errors returned by this package. Match them with errors.Is: every error
+// that ends a wait also carries its cause, so errors.Is finds both
+// ErrNotAcquired and context.DeadlineExceeded (or the Redis error) in it.
+//
+// ErrNotAcquired means contention (someone else holds the key); a Redis
+// failure is returned as itself, never disguised as ErrNotAcquired.
+var (
+	// ErrNotAcquired: the key is held by someone else (TryLock), or a wait
+	// ended (ctx, WithWaitTimeout, WithRetryBudget) while it still was.
+	ErrNotAcquired = errors.New("core: lock not acquired")
+
+	// ErrNotHeld: Release or Extend found that the lease no longer carries
+	// this handle's token — it expired, or another owner holds it now. The
+	// new owner is never disturbed.
+	ErrNotHeld = errors.New("core: lock not held")
+
+	// ErrLost: the lease ended while its holder still relied on it (renewal
+	// found it gone or could not reach the server before it expired).
+	// context.Cause of a Do callback's context is ErrLost (wrapped with the
+	// reason), and Do returns an error matching it.
+	ErrLost = errors.New("core: lock lost")
+
+	// ErrInvalidKey: the key is empty or longer than MaxKeyLen bytes.
+	ErrInvalidKey = errors.New("core: invalid key")
+
+	// ErrInvalidTTL: a TTL under one millisecond.
+	ErrInvalidTTL = errors.New("core: invalid ttl")
+
+	// ErrInvalidOption: an option value that cannot work (an empty key
+	// prefix, a malformed token, a negative budget or timeout).
+	ErrInvalidOption = errors.New("core: invalid option")
+
+	// ErrNilClient: NewRedis or NewRedlock was given a nil Redis client.
+	ErrNilClient = errors.New("core: nil redis client")
+
+	// ErrClosed: the Client was closed.
+	ErrClosed = errors.New("core: client closed")
+)

@@ -1,0 +1,117 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// releaseTimeout bounds a release that runs without the caller's
+// cancellation (see Lock.Release).
+const releaseTimeout = 5 * time.Second
+
+// renewed records the outcome of a watchdog renewal sent at sent.
+func (c *Client) renewed(l *lease, sent time.Time, ok bool, err error) {
+	l.mu.Lock()
+	if l.released || l.lostErr != nil {
+		l.mu.Unlock()
+		return
+	}
+	switch {
+	case err == nil && ok:
+		if e := sent.Add(l.ttl); e.After(l.expires) {
+			l.expires = e
+		}
+		l.mu.Unlock()
+		c.wd.schedule(l, nextDue(l, sent))
+	case err == nil:
+		l.mu.Unlock()
+		l.markLost(lostError(l.key, errors.New("lease expired or taken over")))
+	default:
+		retry := time.Now().Add(retryDelay(l.ttl))
+		expires := l.expires
+		l.mu.Unlock()
+		if retry.Before(expires) {
+			c.wd.schedule(l, retry)
+			return
+		}
+		l.markLost(lostError(l.key, fmt.Errorf("renewal failed until expiry: %w", err)))
+	}
+}
+
+// extend renews l by hand (Lock.Extend).
+func (c *Client) extend(ctx context.Context, l *lease, ttl time.Duration) error {
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return fmt.Errorf("%w: %q: released", ErrNotHeld, l.key)
+	}
+	l.mu.Unlock()
+	sent := time.Now()
+	req := []extendReq{{n: l.n, token: l.token, ttl: ttl}}
+	c.be.extend(ctx, req)
+	if err := req[0].err; err != nil {
+		return fmt.Errorf("core: extend %q: %w", l.key, err)
+	}
+	if !req[0].ok {
+		err := fmt.Errorf("%w: %q: lease expired or taken over", ErrNotHeld, l.key)
+		l.markLost(lostError(l.key, err))
+		return err
+	}
+	l.mu.Lock()
+	l.ttl = ttl
+	l.expires = sent.Add(ttl)
+	lost := l.lostErr
+	l.mu.Unlock()
+	if lost == nil {
+		c.wd.schedule(l, nextDue(l, sent))
+	}
+	return nil
+}
+
+// release drops one hold of l and, with the last, deletes the lease.
+func (c *Client) release(ctx context.Context, l *lease) error {
+	l.mu.Lock()
+	l.holds--
+	if l.holds > 0 {
+		l.mu.Unlock()
+		return nil
+	}
+	l.released = true
+	l.mu.Unlock()
+	c.wd.remove(l)
+
+	if ctx.Done() != nil { // detach from the caller's cancellation
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+	}
+	ok, err := c.be.release(ctx, l.n, l.token)
+	if err != nil {
+		return fmt.Errorf("core: release %q: %w", l.key, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: %q: lease expired or taken over", ErrNotHeld, l.key)
+	}
+	return nil
+}
+
+// releaseQuietly deletes a lease nobody will release any more.
+func (c *Client) releaseQuietly(ctx context.Context, l *lease) {
+	l.mu.Lock()
+	l.released = true
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, _ = c.be.release(ctx, l.n, l.token)
+}
+
+// jitter returns a random duration in [0, d).
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d)
+}

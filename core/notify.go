@@ -1,0 +1,177 @@
+package core
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// The notifier multiplexes release notifications for all keys a Client
+// waits on. Each waited-on key has one channel subscription, shared by the
+// Client's waiters of that key; each notification wakes one waiter — the
+// longest-waiting one that has no wake-up pending — so a release costs one
+// retry per Client, not one per waiter. A woken waiter that gives up passes
+// its wake-up on, so none is lost.
+type notifier struct {
+	sub    subscriber
+	linger time.Duration // how long an idle subscription is kept
+
+	mu     sync.Mutex
+	chans  map[string]*channelState
+	closed bool
+}
+
+// subscriber is the part of a backend the notifier drives.
+type subscriber interface {
+	subscribe(ctx context.Context, channel string) error
+	unsubscribe(channels ...string)
+}
+
+type channelState struct {
+	waiters    []*waiter     // in arrival order
+	subscribed bool          // SUBSCRIBE sent
+	ready      chan struct{} // closed once the subscription is confirmed
+	idleSince  time.Time     // when waiters became empty
+}
+
+type waiter struct {
+	channel string
+	wake    chan struct{} // capacity 1: a pending wake-up
+}
+
+// confirmWait bounds how long a new waiter waits for its subscription to be
+// confirmed before it retries anyway (it then relies on its fallback timer).
+const confirmWait = 500 * time.Millisecond
+
+func newNotifier(sub subscriber, linger time.Duration) *notifier {
+	return &notifier{sub: sub, linger: linger, chans: make(map[string]*channelState)}
+}
+
+// join registers a waiter on channel and returns once notifications on it
+// flow (or confirmWait passed, or ctx ended). The caller must retry its
+// acquisition after join: a release may have happened before the
+// subscription took effect.
+func (n *notifier) join(ctx context.Context, channel string) *waiter {
+	w := &waiter{channel: channel, wake: make(chan struct{}, 1)}
+	n.mu.Lock()
+	cs := n.chans[channel]
+	if cs == nil {
+		cs = &channelState{ready: make(chan struct{})}
+		n.chans[channel] = cs
+	}
+	cs.waiters = append(cs.waiters, w)
+	send := !cs.subscribed && !n.closed
+	cs.subscribed = true
+	ready := cs.ready
+	n.mu.Unlock()
+
+	if send {
+		if err := n.sub.subscribe(ctx, channel); err != nil {
+			// Let the next waiter try again; this one falls back to timers.
+			n.mu.Lock()
+			if n.chans[channel] == cs {
+				cs.subscribed = false
+			}
+			n.mu.Unlock()
+			return w
+		}
+	}
+	select {
+	case <-ready:
+		return w
+	default:
+	}
+	t := time.NewTimer(confirmWait)
+	defer t.Stop()
+	select {
+	case <-ready:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return w
+}
+
+// leave unregisters w. A waiter that did not acquire passes a pending
+// wake-up on to the next waiter.
+func (n *notifier) leave(w *waiter, acquired bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := n.chans[w.channel]
+	if cs == nil {
+		return
+	}
+	for i, x := range cs.waiters {
+		if x == w {
+			cs.waiters = append(cs.waiters[:i], cs.waiters[i+1:]...)
+			break
+		}
+	}
+	if !acquired && len(w.wake) > 0 {
+		cs.wakeOne()
+	}
+	if len(cs.waiters) == 0 {
+		cs.waiters = nil
+		cs.idleSince = time.Now()
+		if n.linger == 0 {
+			delete(n.chans, w.channel)
+		}
+	}
+}
+
+// confirm records that notifications on channel flow.
+func (n *notifier) confirm(channel string) {
+	n.mu.Lock()
+	if cs := n.chans[channel]; cs != nil {
+		select {
+		case <-cs.ready:
+		default:
+			close(cs.ready)
+		}
+	}
+	n.mu.Unlock()
+}
+
+// deliver wakes one waiter of channel.
+func (n *notifier) deliver(channel string) {
+	n.mu.Lock()
+	if cs := n.chans[channel]; cs != nil {
+		cs.wakeOne()
+	}
+	n.mu.Unlock()
+}
+
+func (cs *channelState) wakeOne() {
+	for _, w := range cs.waiters {
+		select {
+		case w.wake <- struct{}{}:
+			return
+		default: // already has one pending; try the next
+		}
+	}
+}
+
+// sweep drops subscriptions idle for longer than linger. It unsubscribes
+// under the lock, so a later join's SUBSCRIBE is always sent after it.
+func (n *notifier) sweep(now time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var drop []string
+	for ch, cs := range n.chans {
+		if len(cs.waiters) == 0 && now.Sub(cs.idleSince) >= n.linger {
+			delete(n.chans, ch)
+			if cs.subscribed {
+				drop = append(drop, ch)
+			}
+		}
+	}
+	if len(drop) > 0 {
+		n.sub.unsubscribe(drop...)
+	}
+}
+
+// close stops new subscriptions.
+func (n *notifier) close() {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+}

@@ -1,0 +1,187 @@
+package core
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Defaults used when no option says otherwise.
+const (
+	// DefaultTTL is the lease length when WithTTL is not given.
+	DefaultTTL = 30 * time.Second
+	// DefaultKeyPrefix is the prefix of every Redis key when WithKeyPrefix is not given.
+	DefaultKeyPrefix = "latchkey"
+	// MaxKeyLen is the longest lock key accepted, in bytes.
+	MaxKeyLen = 1024
+	// MaxTokenLen is the longest token WithToken accepts, in bytes.
+	MaxTokenLen = 128
+	// MaxMetadataLen is the longest metadata WithMetadata accepts, in bytes.
+	MaxMetadataLen = 1024
+)
+
+// An Option configures a Client. It is accepted by NewRedis, NewMemory and
+// NewRedlock. Options are sealed: only this package makes them.
+type Option interface {
+	applyClient(*clientConfig)
+}
+
+// A LockOption configures one TryLock, Lock or Do call, overriding the
+// Client's default.
+type LockOption interface {
+	applyLock(*settings)
+}
+
+// A SharedOption is accepted both by a constructor, where it sets the
+// Client's default for every lock, and by a lock call, where it overrides
+// that default for the call.
+type SharedOption interface {
+	Option
+	LockOption
+}
+
+// settings are the per-lock parameters.
+type settings struct {
+	ttl         time.Duration
+	autoRenew   bool
+	waitTimeout time.Duration
+	retryBudget int // -1: unlimited
+	metadata    string
+	token       string
+	err         error // the first invalid option
+}
+
+func defaultSettings() settings {
+	return settings{ttl: DefaultTTL, autoRenew: true, retryBudget: -1}
+}
+
+func (s *settings) fail(format string, args ...any) {
+	if s.err == nil {
+		s.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
+	}
+}
+
+type clientConfig struct {
+	prefix string
+	lock   settings
+	err    error
+}
+
+type sharedOption func(*settings)
+
+func (f sharedOption) applyLock(s *settings)       { f(s) }
+func (f sharedOption) applyClient(c *clientConfig) { f(&c.lock) }
+func (f clientOption) applyClient(c *clientConfig) { f(c) }
+func (f lockOption) applyLock(s *settings)         { f(s) }
+
+type clientOption func(*clientConfig)
+type lockOption func(*settings)
+
+// WithTTL sets the lease length (default DefaultTTL, 30 s). A lease that is
+// not renewed expires this long after it was acquired or last extended. A
+// TTL under one millisecond makes the lock calls fail with ErrInvalidTTL.
+func WithTTL(ttl time.Duration) SharedOption {
+	return sharedOption(func(s *settings) { s.ttl = ttl })
+}
+
+// WithAutoRenew turns the watchdog on or off (default on). When on, the
+// Client renews the lease every ttl/3 until it is released, and reports a
+// lease it could not keep through Lock.Lost. When off, the lease expires
+// after its TTL unless the holder calls Lock.Extend, and Lock.Lost closes
+// when that expiry passes.
+func WithAutoRenew(on bool) SharedOption {
+	return sharedOption(func(s *settings) { s.autoRenew = on })
+}
+
+// WithWaitTimeout bounds how long Lock and Do wait for a held key (default 0:
+// only ctx bounds the wait). When it runs out the error matches both
+// ErrNotAcquired and context.DeadlineExceeded. TryLock ignores it.
+func WithWaitTimeout(d time.Duration) SharedOption {
+	return sharedOption(func(s *settings) {
+		if d < 0 {
+			s.fail("negative wait timeout %v", d)
+		}
+		s.waitTimeout = d
+	})
+}
+
+// WithRetryBudget bounds how many further attempts Lock and Do make after
+// the first one fails (default: no bound but ctx and WithWaitTimeout).
+// WithRetryBudget(0) makes Lock behave like TryLock.
+func WithRetryBudget(attempts int) SharedOption {
+	return sharedOption(func(s *settings) {
+		if attempts < 0 {
+			s.fail("negative retry budget %d", attempts)
+		}
+		s.retryBudget = attempts
+	})
+}
+
+// WithMetadata stores a short description of the holder with the lease —
+// for example host and process ID — that Client.Inspect shows to operators
+// (default none). At most MaxMetadataLen bytes.
+func WithMetadata(meta string) SharedOption {
+	return sharedOption(func(s *settings) {
+		if len(meta) > MaxMetadataLen {
+			s.fail("metadata is %d bytes, over %d", len(meta), MaxMetadataLen)
+		}
+		s.metadata = meta
+	})
+}
+
+// WithToken makes the acquisition use the given token instead of a fresh
+// random one. If the lease is currently held with this very token — by this
+// process or by another one that handed the token over — the acquisition
+// re-enters it: it succeeds at once, renews the TTL and returns the
+// lease's fence. The handles then share one lease, and the first Release
+// from any of them frees it. Tokens are 1 to MaxTokenLen bytes of ASCII
+// letters, digits and "-_.:". Use Lock.Token to obtain a token to hand over.
+func WithToken(token string) LockOption {
+	return lockOption(func(s *settings) {
+		if !validToken(token) {
+			s.fail("token %q: want 1 to %d bytes of [A-Za-z0-9-_.:]", token, MaxTokenLen)
+		}
+		s.token = token
+	})
+}
+
+// WithKeyPrefix sets the prefix of every Redis key and channel the Client
+// uses (default DefaultKeyPrefix). The lease of key K is "<prefix>:{K}" and
+// its fence counter "<prefix>:{K}:fence", so both share one Redis Cluster
+// slot. The prefix must be 1 to 256 bytes without '{' or '}'.
+func WithKeyPrefix(prefix string) Option {
+	return clientOption(func(c *clientConfig) {
+		if prefix == "" || len(prefix) > 256 || strings.ContainsAny(prefix, "{}") {
+			if c.err == nil {
+				c.err = fmt.Errorf("%w: key prefix %q: want 1 to 256 bytes without braces", ErrInvalidOption, prefix)
+			}
+			return
+		}
+		c.prefix = prefix
+	})
+}
+
+func validToken(tok string) bool {
+	if tok == "" || len(tok) > MaxTokenLen {
+		return false
+	}
+	for i := 0; i < len(tok); i++ {
+		switch b := tok[i]; {
+		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9',
+			b == '-', b == '_', b == '.', b == ':':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func validKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+	}
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: key is %d bytes, over %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	return nil
+}

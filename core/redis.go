@@ -1,0 +1,262 @@
+package core
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed scripts/acquire.lua
+	acquireLua string
+	//go:embed scripts/extend.lua
+	extendLua string
+	//go:embed scripts/release.lua
+	releaseLua string
+	//go:embed scripts/inspect.lua
+	inspectLua string
+
+	acquireScript = redis.NewScript(acquireLua)
+	extendScript  = redis.NewScript(extendLua)
+	releaseScript = redis.NewScript(releaseLua)
+	inspectScript = redis.NewScript(inspectLua)
+)
+
+// NewRedis returns a Client whose leases live on one Redis deployment: a
+// server (*redis.Client), a Sentinel group (*redis.Client from
+// redis.NewFailoverClient) or a Cluster (*redis.ClusterClient). All keys of
+// one lock share a hash tag, so every script runs on one Cluster slot.
+// Scripts run with EVALSHA. NewRedis does no I/O; a nil rdb makes every
+// call fail with ErrNilClient.
+func NewRedis(rdb redis.UniversalClient, opts ...Option) *Client {
+	c := newClient(opts)
+	if isNil(rdb) {
+		if c.cfg.err == nil {
+			c.cfg.err = ErrNilClient
+		}
+		rdb = nil
+	}
+	rb := &redisBackend{rdb: rdb}
+	c.setBackend(rb, 2*time.Second)
+	rb.ps.init(rdb, c.nt)
+	return c
+}
+
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+// redisBackend keeps leases on one Redis deployment.
+type redisBackend struct {
+	rdb redis.UniversalClient
+	ps  redisPubSub
+}
+
+func (b *redisBackend) acquire(ctx context.Context, n names, token, value string, ttl time.Duration) (acquireResult, error) {
+	v, err := acquireScript.Run(ctx, b.rdb, []string{n.lease, n.fence},
+		token, value, ttl.Milliseconds(), fenceRetention.Milliseconds()).Int64Slice()
+	if err != nil {
+		return acquireResult{}, err
+	}
+	return parseAcquire(v)
+}
+
+func parseAcquire(v []int64) (acquireResult, error) {
+	if len(v) != 2 {
+		return acquireResult{}, fmt.Errorf("core: unexpected acquire reply %v", v)
+	}
+	switch v[0] {
+	case 1:
+		return acquireResult{acquired: true, fence: v[1]}, nil
+	case 2:
+		return acquireResult{acquired: true, reentered: true, fence: v[1]}, nil
+	}
+	ttl := time.Duration(v[1]) * time.Millisecond
+	if v[1] < 0 {
+		ttl = -1
+	}
+	return acquireResult{holderTTL: ttl}, nil
+}
+
+func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
+	if len(reqs) == 1 {
+		r := &reqs[0]
+		r.ok, r.err = runBool(ctx, b.rdb, extendScript, []string{r.n.lease, r.n.fence},
+			r.token, r.ttl.Milliseconds(), fenceRetention.Milliseconds())
+		return
+	}
+	cmds := make([]*redis.Cmd, len(reqs))
+	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, r := range reqs {
+			cmds[i] = extendScript.EvalSha(ctx, p, []string{r.n.lease, r.n.fence},
+				r.token, r.ttl.Milliseconds(), fenceRetention.Milliseconds())
+		}
+		return nil
+	})
+	for i := range reqs {
+		r := &reqs[i]
+		v, err := cmds[i].Int64()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			r.ok, r.err = runBool(ctx, b.rdb, extendScript, []string{r.n.lease, r.n.fence},
+				r.token, r.ttl.Milliseconds(), fenceRetention.Milliseconds())
+			continue
+		}
+		r.ok, r.err = v == 1, err
+	}
+}
+
+func runBool(ctx context.Context, rdb redis.Scripter, s *redis.Script, keys []string, args ...any) (bool, error) {
+	v, err := s.Run(ctx, rdb, keys, args...).Int64()
+	return v == 1, err
+}
+
+func (b *redisBackend) release(ctx context.Context, n names, token string) (bool, error) {
+	return runBool(ctx, b.rdb, releaseScript, []string{n.lease}, token)
+}
+
+func (b *redisBackend) inspect(ctx context.Context, n names) (Info, error) {
+	v, err := inspectScript.Run(ctx, b.rdb, []string{n.lease, n.fence}).Slice()
+	if err != nil {
+		return Info{}, err
+	}
+	if len(v) != 3 {
+		return Info{}, fmt.Errorf("core: unexpected inspect reply %v", v)
+	}
+	var info Info
+	if s, ok := v[0].(string); ok {
+		info.Held = true
+		info.Token, info.Metadata, _ = strings.Cut(s, "|")
+		if pttl, ok := v[1].(int64); ok {
+			info.TTL = time.Duration(pttl) * time.Millisecond
+			if pttl < 0 {
+				info.TTL = -1
+			}
+		}
+	}
+	if s, ok := v[2].(string); ok {
+		fmt.Sscan(s, &info.Fence)
+	}
+	return info, nil
+}
+
+func (b *redisBackend) subscribe(ctx context.Context, channel string) error {
+	return b.ps.subscribe(ctx, channel)
+}
+
+func (b *redisBackend) unsubscribe(channels ...string) { b.ps.unsubscribe(channels...) }
+
+func (b *redisBackend) close() { b.ps.close() }
+
+// redisPubSub is the Client's one subscription connection. Its goroutine
+// starts with the first subscription and feeds the notifier.
+type redisPubSub struct {
+	rdb redis.UniversalClient
+	nt  *notifier
+
+	mu     sync.Mutex
+	ps     *redis.PubSub
+	closed bool
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (r *redisPubSub) init(rdb redis.UniversalClient, nt *notifier) {
+	r.rdb, r.nt = rdb, nt
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.done = make(chan struct{})
+}
+
+func (r *redisPubSub) subscribe(ctx context.Context, channel string) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	start := r.ps == nil
+	if start {
+		r.ps = r.rdb.Subscribe(r.ctx)
+	}
+	ps := r.ps
+	r.mu.Unlock()
+	err := ps.Subscribe(ctx, channel)
+	if start {
+		go r.loop(ps)
+	}
+	return err
+}
+
+func (r *redisPubSub) unsubscribe(channels ...string) {
+	r.mu.Lock()
+	ps := r.ps
+	r.mu.Unlock()
+	if ps != nil {
+		ctx, cancel := context.WithTimeout(r.ctx, time.Second)
+		_ = ps.Unsubscribe(ctx, channels...)
+		cancel()
+	}
+}
+
+func (r *redisPubSub) loop(ps *redis.PubSub) {
+	defer close(r.done)
+	lastSweep := time.Now()
+	for {
+		msg, err := ps.ReceiveTimeout(r.ctx, time.Second)
+		if r.ctx.Err() != nil {
+			return
+		}
+		if now := time.Now(); now.Sub(lastSweep) >= time.Second {
+			r.nt.sweep(now)
+			lastSweep = now
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			if errors.Is(err, redis.ErrClosed) {
+				return
+			}
+			// The connection broke; go-redis reconnects and resubscribes
+			// on the next receive. Waiters meanwhile rely on their timers.
+			select {
+			case <-time.After(50 * time.Millisecond):
+			case <-r.ctx.Done():
+				return
+			}
+			continue
+		}
+		switch m := msg.(type) {
+		case *redis.Message:
+			r.nt.deliver(m.Channel)
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				r.nt.confirm(m.Channel)
+			}
+		}
+	}
+}
+
+func (r *redisPubSub) close() {
+	r.mu.Lock()
+	r.closed = true
+	ps := r.ps
+	r.mu.Unlock()
+	r.cancel()
+	if ps != nil {
+		_ = ps.Close()
+		<-r.done
+	}
+}

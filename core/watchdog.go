@@ -1,0 +1,214 @@
+package core
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// The watchdog is the one goroutine per Client that keeps its leases: it
+// renews every auto-renewed lease at ttl/3 (all that are due in one
+// pipelined batch), retries a failed renewal while the lease still has time
+// left, and declares a lease lost when renewal finds it gone, when it runs
+// out of time, or — for a lease without auto-renewal — when its TTL passes.
+// It starts with the first lease and stops with Client.Close.
+type watchdog struct {
+	c *Client
+
+	mu      sync.Mutex
+	h       leaseHeap
+	kick    chan struct{} // capacity 1: the earliest due time moved
+	started bool
+	stopped bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// maxBatch bounds how many renewals go into one pipeline.
+const maxBatch = 512
+
+func (w *watchdog) init(c *Client) {
+	w.c = c
+	w.kick = make(chan struct{}, 1)
+	w.stop = make(chan struct{})
+	w.done = make(chan struct{})
+}
+
+// nextDue is when the watchdog must next look at l.
+func nextDue(l *lease, from time.Time) time.Time {
+	if !l.autoRenew {
+		return l.expires
+	}
+	return from.Add(l.ttl / 3)
+}
+
+// schedule (re)places l in the heap at due. It reports false after stop.
+func (w *watchdog) schedule(l *lease, due time.Time) bool {
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return false
+	}
+	l.due = due
+	if l.idx >= 0 {
+		heap.Fix(&w.h, l.idx)
+	} else {
+		heap.Push(&w.h, l)
+	}
+	first := w.h[0] == l
+	if !w.started {
+		w.started = true
+		go w.run()
+	}
+	w.mu.Unlock()
+	if first {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+func (w *watchdog) remove(l *lease) {
+	w.mu.Lock()
+	if l.idx >= 0 {
+		heap.Remove(&w.h, l.idx)
+	}
+	w.mu.Unlock()
+}
+
+// shutdown stops the loop and returns the leases it still kept.
+func (w *watchdog) shutdown() []*lease {
+	w.mu.Lock()
+	w.stopped = true
+	started := w.started
+	kept := make([]*lease, len(w.h))
+	copy(kept, w.h)
+	for _, l := range kept {
+		l.idx = -1
+	}
+	w.h = nil
+	w.mu.Unlock()
+	if started {
+		close(w.stop)
+		<-w.done
+	}
+	return kept
+}
+
+func (w *watchdog) run() {
+	defer close(w.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var due []*lease
+	for {
+		due = due[:0]
+		w.mu.Lock()
+		now := time.Now()
+		for len(w.h) > 0 && !w.h[0].due.After(now) && len(due) < maxBatch {
+			due = append(due, heap.Pop(&w.h).(*lease))
+		}
+		wait := time.Hour
+		if len(w.h) > 0 {
+			wait = w.h[0].due.Sub(now)
+		}
+		w.mu.Unlock()
+		if len(due) > 0 {
+			w.process(due)
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-w.kick:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		case <-w.stop:
+			return
+		}
+	}
+}
+
+// process handles the leases that came due: expiries and renewals.
+func (w *watchdog) process(due []*lease) {
+	now := time.Now()
+	reqs := make([]extendReq, 0, len(due))
+	renew := make([]*lease, 0, len(due))
+	deadline := now.Add(5 * time.Second)
+	for _, l := range due {
+		l.mu.Lock()
+		released, auto, ttl, expires := l.released, l.autoRenew, l.ttl, l.expires
+		l.mu.Unlock()
+		switch {
+		case released:
+		case !auto:
+			if now.Before(expires) { // extended by hand meanwhile
+				w.schedule(l, expires)
+			} else {
+				l.markLost(lostError(l.key, errors.New("ttl passed without renewal")))
+			}
+		default:
+			reqs = append(reqs, extendReq{n: l.n, token: l.token, ttl: ttl})
+			renew = append(renew, l)
+			if expires.Before(deadline) {
+				deadline = expires
+			}
+		}
+	}
+	if len(reqs) == 0 {
+		return
+	}
+	// A renewal that cannot finish before the earliest expiry is useless.
+	if min := now.Add(time.Millisecond); deadline.Before(min) {
+		deadline = min
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	w.c.be.extend(ctx, reqs)
+	cancel()
+	for i, l := range renew {
+		w.c.renewed(l, now, reqs[i].ok, reqs[i].err)
+	}
+}
+
+// retryDelay is the pause before retrying a failed renewal.
+func retryDelay(ttl time.Duration) time.Duration {
+	d := ttl / 10
+	if d > time.Second {
+		d = time.Second
+	}
+	if d < 5*time.Millisecond {
+		d = 5 * time.Millisecond
+	}
+	return d
+}
+
+// leaseHeap orders leases by due time.
+type leaseHeap []*lease
+
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h leaseHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx = i
+	h[j].idx = j
+}
+func (h *leaseHeap) Push(x any) {
+	l := x.(*lease)
+	l.idx = len(*h)
+	*h = append(*h, l)
+}
+func (h *leaseHeap) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	l.idx = -1
+	return l
+}
