@@ -2,11 +2,11 @@ package core_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/core/locktest"
+	"github.com/latchkey/latchkey/internal/mrclock"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -24,27 +24,10 @@ func TestMemoryConformance(t *testing.T) {
 func startMiniredis(t *testing.T) (*miniredis.Miniredis, *redis.Client) {
 	t.Helper()
 	mr := miniredis.RunT(t)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-stop:
-				return
-			case now := <-tick.C:
-				mr.FastForward(now.Sub(last))
-				last = now
-			}
-		}
-	}()
+	stop := mrclock.Run(mr)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() {
-		close(stop)
-		<-done
+		stop()
 		rdb.Close()
 	})
 	return mr, rdb

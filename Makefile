@@ -1,0 +1,52 @@
+# latchkey — common tasks. `make test` needs no server: tests that need a
+# real Redis/PostgreSQL/MariaDB skip with a reason. `make ci` is what CI
+# runs: the same tests with LATCHKEY_REQUIRE_SERVERS=1 (a missing server
+# fails), vet, a gofmt check and a short benchmark smoke run.
+
+GO        ?= go
+MODULES   := . ./bench
+PKGS      := ./...
+TESTFLAGS ?= -race -count=1 -timeout 15m
+
+.PHONY: all demo test ci vet fmt-check lint bench bench-smoke tidy
+
+all: vet test
+
+## demo: run the examples on embedded defaults (miniredis, SQLite)
+demo:
+	@for d in $$(ls -d examples/*/); do \
+		echo "==> $$d"; $(GO) run ./$$d || exit 1; echo; \
+	done
+
+## test: all tests under the race detector; server tests skip when absent
+test:
+	@for m in $(MODULES); do (cd $$m && echo "==> go test $$m" && $(GO) test $(TESTFLAGS) $(PKGS)) || exit 1; done
+
+## ci: vet, gofmt, tests with every server required, benchmark smoke run
+ci: vet fmt-check
+	@for m in $(MODULES); do (cd $$m && echo "==> go test $$m (servers required)" && \
+		LATCHKEY_REQUIRE_SERVERS=1 $(GO) test $(TESTFLAGS) $(PKGS)) || exit 1; done
+	$(MAKE) bench-smoke
+
+vet:
+	@for m in $(MODULES); do (cd $$m && $(GO) build $(PKGS) && $(GO) vet $(PKGS)) || exit 1; done
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## lint: vet plus gofmt (no external linter is installed by this repository)
+lint: vet fmt-check
+
+## bench: core micro-benchmarks and the peer comparison (needs Redis)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./core
+	cd bench && $(GO) run . -matrix -rounds 3
+
+## bench-smoke: every benchmark once, briefly, so they keep compiling and running
+bench-smoke:
+	$(GO) test -run '^$$' -bench . -benchtime 100x -benchmem ./...
+	cd bench && $(GO) test -run '^$$' -bench . -benchtime 100x ./...
+
+tidy:
+	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy) || exit 1; done

@@ -1,0 +1,178 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/latchkey/latchkey/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// This example takes a lock on a Redis server, runs the critical section
+// and releases it. miniredis stands in for the server.
+func Example() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+
+	locks := core.NewRedis(rdb, core.WithKeyPrefix("shop"))
+	defer locks.Close()
+
+	ctx := context.Background()
+	err := locks.Do(ctx, "sku:42", func(ctx context.Context) error {
+		// Only one process runs this at a time. ctx is cancelled if the
+		// lock is lost.
+		fmt.Println("deducting stock for sku:42")
+		return nil
+	}, core.WithTTL(10*time.Second), core.WithWaitTimeout(2*time.Second))
+	fmt.Println("err:", err)
+	// Output:
+	// deducting stock for sku:42
+	// err: <nil>
+}
+
+// This example shows TryLock failing on a held key, and the fence rising.
+func ExampleClient_TryLock() {
+	locks := core.NewMemory()
+	defer locks.Close()
+	ctx := context.Background()
+
+	first, _ := locks.TryLock(ctx, "report:daily")
+	_, err := locks.TryLock(ctx, "report:daily")
+	fmt.Println("second attempt:", errors.Is(err, core.ErrNotAcquired))
+	first.Release(ctx)
+
+	again, _ := locks.TryLock(ctx, "report:daily")
+	fmt.Println("fence rose:", again.Fence() > first.Fence())
+	again.Release(ctx)
+	// Output:
+	// second attempt: true
+	// fence rose: true
+}
+
+// This example waits for a held key, bounded by a wait timeout; the error
+// carries both the contention and its cause.
+func ExampleClient_Lock() {
+	locks := core.NewMemory()
+	defer locks.Close()
+	ctx := context.Background()
+
+	holder, _ := locks.TryLock(ctx, "invoice:7")
+	defer holder.Release(ctx)
+
+	_, err := locks.Lock(ctx, "invoice:7", core.WithWaitTimeout(50*time.Millisecond))
+	fmt.Println(errors.Is(err, core.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded))
+	// Output: true true
+}
+
+// This example runs a callback under the lock; a nested lock call of the
+// same key with the callback's context re-enters the lease.
+func ExampleClient_Do() {
+	locks := core.NewMemory()
+	defer locks.Close()
+
+	err := locks.Do(context.Background(), "account:9", func(ctx context.Context) error {
+		inner, err := locks.TryLock(ctx, "account:9") // re-enters, no deadlock
+		if err != nil {
+			return err
+		}
+		defer inner.Release(ctx)
+		fmt.Println("nested hold, fence", inner.Fence())
+		return nil
+	})
+	fmt.Println("err:", err)
+	// Output:
+	// nested hold, fence 1
+	// err: <nil>
+}
+
+// This example passes the fence with a write so the store can reject a
+// writer whose lease expired while it paused.
+func ExampleLock_Fence() {
+	locks := core.NewMemory()
+	defer locks.Close()
+	ctx := context.Background()
+
+	var lastFence int64 // kept by the store, next to the data
+	write := func(fence int64, v string) error {
+		if fence <= lastFence {
+			return fmt.Errorf("stale write %q rejected (fence %d <= %d)", v, fence, lastFence)
+		}
+		lastFence = fence
+		return nil
+	}
+
+	slow, _ := locks.TryLock(ctx, "doc:1", core.WithTTL(20*time.Millisecond), core.WithAutoRenew(false))
+	<-slow.Lost() // the holder paused past its TTL
+	fast, _ := locks.TryLock(ctx, "doc:1")
+	fmt.Println(write(fast.Fence(), "new"))
+	fmt.Println(write(slow.Fence(), "old"))
+	fast.Release(ctx)
+	// Output:
+	// <nil>
+	// stale write "old" rejected (fence 1 <= 2)
+}
+
+// This example watches for the loss of a lease.
+func ExampleLock_Lost() {
+	locks := core.NewMemory()
+	defer locks.Close()
+	ctx := context.Background()
+
+	l, _ := locks.TryLock(ctx, "job:1", core.WithTTL(20*time.Millisecond), core.WithAutoRenew(false))
+	select {
+	case <-l.Lost():
+		fmt.Println(errors.Is(l.Err(), core.ErrLost))
+	case <-time.After(time.Second):
+		fmt.Println("still held")
+	}
+	// Output: true
+}
+
+// This example extends a lease by hand.
+func ExampleLock_Extend() {
+	locks := core.NewMemory()
+	defer locks.Close()
+	ctx := context.Background()
+
+	l, _ := locks.TryLock(ctx, "batch:3", core.WithTTL(time.Second), core.WithAutoRenew(false))
+	fmt.Println(l.Extend(ctx, time.Minute))
+	l.Release(ctx)
+	fmt.Println(errors.Is(l.Extend(ctx, time.Minute), core.ErrNotHeld))
+	// Output:
+	// <nil>
+	// true
+}
+
+// This example shows who holds a key.
+func ExampleClient_Inspect() {
+	locks := core.NewMemory()
+	defer locks.Close()
+	ctx := context.Background()
+
+	l, _ := locks.TryLock(ctx, "settlement", core.WithMetadata("node-a/pid-4242"))
+	defer l.Release(ctx)
+	info, _ := locks.Inspect(ctx, "settlement")
+	fmt.Println(info.Held, info.Metadata, info.Fence)
+	// Output: true node-a/pid-4242 1
+}
+
+// This example hands a lease to another process, which re-enters it with
+// the token.
+func ExampleWithToken() {
+	locks := core.NewMemory()
+	defer locks.Close()
+	ctx := context.Background()
+
+	l, _ := locks.TryLock(ctx, "migration")
+	token := l.Token() // sent to the other process
+
+	same, err := locks.TryLock(ctx, "migration", core.WithToken(token))
+	fmt.Println(err, same.Fence() == l.Fence())
+	same.Release(ctx) // frees the shared lease
+	// Output: <nil> true
+}
