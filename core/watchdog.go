@@ -26,8 +26,12 @@ type watchdog struct {
 	done    chan struct{}
 }
 
-// maxBatch bounds how many renewals go into one pipeline.
-const maxBatch = 512
+// maxBatch bounds how many renewals go into one pipeline; batchWindow is how
+// early a lease may be renewed to join a batch.
+const (
+	maxBatch    = 512
+	batchWindow = 10 * time.Millisecond
+)
 
 func (w *watchdog) init(c *Client) {
 	w.c = c
@@ -108,7 +112,9 @@ func (w *watchdog) run() {
 		due = due[:0]
 		w.mu.Lock()
 		now := time.Now()
-		for len(w.h) > 0 && !w.h[0].due.After(now) && len(due) < maxBatch {
+		horizon := now.Add(batchWindow)
+		for len(w.h) > 0 && len(due) < maxBatch && (!w.h[0].due.After(now) ||
+			len(due) > 0 && w.h[0].autoRenew && !w.h[0].due.After(horizon)) {
 			due = append(due, heap.Pop(&w.h).(*lease))
 		}
 		wait := time.Hour

@@ -1,0 +1,252 @@
+package core_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/core/locktest"
+	"github.com/latchkey/latchkey/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// testPrefix keeps the keys of one test run apart from any other.
+func testPrefix() string { return "lktest-" + rand.Text()[:10] }
+
+func TestRedisConformance(t *testing.T) {
+	rdb := redistest.Client(t)
+	locktest.Run(t, func(t *testing.T) *core.Client {
+		return core.NewRedis(rdb, core.WithKeyPrefix(testPrefix()))
+	})
+}
+
+func TestClusterConformance(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	rdb := cluster.Client(t)
+	locktest.Run(t, func(t *testing.T) *core.Client {
+		return core.NewRedis(rdb, core.WithKeyPrefix(testPrefix()))
+	})
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Two clients, as two processes would have, on one real Redis.
+func TestRedisAcrossClients(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := testPrefix()
+	a := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+	b := core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix))
+	defer a.Close()
+	defer b.Close()
+	ctx := ctxFor(t, 30*time.Second)
+
+	held, err := a.TryLock(ctx, "k", core.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TryLock(ctx, "k"); !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("B on A's key: %v", err)
+	}
+	got := make(chan *core.Lock, 1)
+	go func() {
+		// A's lease lasts a minute; only the release notification wakes B
+		// before its wait timeout.
+		l, err := b.Lock(ctx, "k", core.WithWaitTimeout(3*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	if l.Fence() <= held.Fence() {
+		t.Fatalf("fence did not rise across clients: %d then %d", held.Fence(), l.Fence())
+	}
+	if err := held.Release(ctx); err != nil { // idempotent, and B is not disturbed
+		t.Fatal(err)
+	}
+	if info, _ := a.Inspect(ctx, "k"); info.Token != l.Token() {
+		t.Fatalf("B's lease was disturbed: %+v", info)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Fences keep rising after Redis restarts with no data: otherwise every
+// fenced store would reject all writes after the restart.
+func TestFenceSurvivesEmptyRestart(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rdb := srv.Client(t)
+	c := core.NewRedis(rdb)
+	defer c.Close()
+	ctx := ctxFor(t, 30*time.Second)
+
+	var last int64
+	for i := 0; i < 5; i++ {
+		l, err := c.TryLock(ctx, "stock:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = l.Fence()
+		l.Release(ctx)
+	}
+	srv.Kill(t)
+	srv.Restart(t)
+	if n, err := rdb.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Fatalf("restarted server not empty: %d keys, %v", n, err)
+	}
+	l, err := c.TryLock(ctx, "stock:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	if l.Fence() <= last {
+		t.Fatalf("fence after an empty restart %d is not above %d", l.Fence(), last)
+	}
+}
+
+// A backend failure is returned as itself, never as contention, and a
+// holder whose server disappears is told its lease is lost.
+func TestRedisDown(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := core.NewRedis(srv.Client(t))
+	defer c.Close()
+	ctx := ctxFor(t, 30*time.Second)
+
+	held, err := c.TryLock(ctx, "held", core.WithTTL(600*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill(t)
+	_, err = c.TryLock(ctx, "other")
+	if err == nil || errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("TryLock with Redis down: got %v, want the connection error", err)
+	}
+	_, err = c.Lock(ctx, "other", core.WithWaitTimeout(10*time.Second))
+	if err == nil || errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("Lock with Redis down: got %v, want the connection error at once", err)
+	}
+	select {
+	case <-held.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("holder not told that its lease could not be renewed")
+	}
+	if !errors.Is(held.Err(), core.ErrLost) {
+		t.Fatalf("Err: %v", held.Err())
+	}
+}
+
+// A pause shorter than the TTL is ridden out by retrying renewals.
+func TestRenewalRidesOutPause(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := core.NewRedis(srv.Client(t))
+	defer c.Close()
+	ctx := ctxFor(t, 30*time.Second)
+
+	l, err := c.TryLock(ctx, "k", core.WithTTL(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(t)
+	time.Sleep(1500 * time.Millisecond) // one renewal falls into the pause
+	srv.Resume(t)
+	time.Sleep(1500 * time.Millisecond)
+	select {
+	case <-l.Lost():
+		t.Fatalf("lease lost across a pause shorter than its TTL: %v", l.Err())
+	default:
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Scripts are loaded again after SCRIPT FLUSH (or a restart), also in the
+// watchdog's pipelined renewals.
+func TestScriptsReloaded(t *testing.T) {
+	rdb := redistest.Client(t)
+	c := core.NewRedis(rdb, core.WithKeyPrefix(testPrefix()))
+	defer c.Close()
+	ctx := ctxFor(t, 30*time.Second)
+
+	var locks []*core.Lock
+	for _, k := range []string{"a", "b", "c"} {
+		l, err := c.TryLock(ctx, k, core.WithTTL(300*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, l)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	for _, l := range locks {
+		select {
+		case <-l.Lost():
+			t.Fatalf("%s lost after SCRIPT FLUSH: %v", l.Key(), l.Err())
+		default:
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The Redis layout is part of the contract: operators and other tools read it.
+func TestRedisKeyLayout(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := testPrefix()
+	c := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+	defer c.Close()
+	ctx := ctxFor(t, 10*time.Second)
+
+	l, err := c.TryLock(ctx, "sku:42", core.WithMetadata("host/1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := rdb.Get(ctx, prefix+":{sku:42}").Result()
+	if err != nil || v != l.Token()+"|host/1" {
+		t.Fatalf("lease value %q, %v", v, err)
+	}
+	f, err := rdb.Get(ctx, prefix+":{sku:42}:fence").Int64()
+	if err != nil || f != l.Fence() {
+		t.Fatalf("fence counter %d, %v (want %d)", f, err, l.Fence())
+	}
+	l.Release(ctx)
+	if n, _ := rdb.Exists(ctx, prefix+":{sku:42}").Result(); n != 0 {
+		t.Fatal("lease left after release")
+	}
+}
+
+func TestNilClient(t *testing.T) {
+	var nilClient *redis.Client
+	for _, c := range []*core.Client{core.NewRedis(nil), core.NewRedis(nilClient)} {
+		if _, err := c.TryLock(context.Background(), "k"); !errors.Is(err, core.ErrNilClient) {
+			t.Fatalf("TryLock on a nil client: %v", err)
+		}
+		if _, err := c.Inspect(context.Background(), "k"); !errors.Is(err, core.ErrNilClient) {
+			t.Fatalf("Inspect on a nil client: %v", err)
+		}
+		c.Close()
+	}
+	c := core.NewMemory(core.WithKeyPrefix("a{b"))
+	if _, err := c.TryLock(context.Background(), "k"); !errors.Is(err, core.ErrInvalidOption) {
+		t.Fatalf("bad prefix: %v", err)
+	}
+	c.Close()
+}

@@ -1,0 +1,13 @@
+package redistest
+
+import "syscall"
+
+// sysProcAttr makes the kernel SIGKILL a server when the test binary dies
+// without running its cleanups (a panic, a -timeout), so that no
+// redis-server outlives it. (Linux sends the signal when the thread that
+// started the child exits; Go only ends threads whose goroutine exits while
+// locked with runtime.LockOSThread, so do not start servers from such a
+// goroutine.)
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
