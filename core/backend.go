@@ -53,6 +53,10 @@ type backend interface {
 	// unsubscribe stops notifications on the channels.
 	unsubscribe(channels ...string)
 	close()
+
+	// records, for internal/records
+	setRecord(ctx context.Context, key, value string, ttl time.Duration) error
+	getRecord(ctx context.Context, key string) (string, bool, error)
 }
 
 // Info describes a lock key for operators; see Client.Inspect.

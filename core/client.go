@@ -83,23 +83,7 @@ func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (se
 // the backend failed. If ctx carries a lease of key from this Client (see
 // Lock.WithContext), TryLock re-enters it.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
-	s, err := c.prepare(ctx, key, opts)
-	if err != nil {
-		return nil, err
-	}
-	if h := c.reenter(ctx, key); h != nil {
-		return h, nil
-	}
-	n := c.names(key)
-	tok := s.token
-	if tok == "" {
-		tok = rand.Text()
-	}
-	h, _, err := c.attempt(ctx, key, n, tok, &s)
-	if err == nil && h == nil {
-		err = fmt.Errorf("%w: %q", ErrNotAcquired, key)
-	}
-	return h, err
+	return c.acquire(ctx, key, opts, false)
 }
 
 // Lock acquires key, waiting while someone else holds it. A waiter sleeps
@@ -110,11 +94,29 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 // A backend failure ends it at once with the backend's error. If ctx
 // carries a lease of key from this Client, Lock re-enters it.
 func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	return c.acquire(ctx, key, opts, true)
+}
+
+// acquire is TryLock (wait false) and Lock (wait true).
+func (c *Client) acquire(ctx context.Context, key string, opts []LockOption, wait bool) (h *Lock, err error) {
 	s, err := c.prepare(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
+	var st acquireStats
+	if obs := c.cfg.observer; obs != nil {
+		var end func(OpResult)
+		ctx, end = obs.OpStart(ctx, OpAcquire, key)
+		defer func() {
+			r := OpResult{Err: err, Attempts: st.attempts, Wait: st.wait, Reentered: st.reentered}
+			if h != nil {
+				r.Fence = h.l.fence
+			}
+			end(r)
+		}()
+	}
 	if h := c.reenter(ctx, key); h != nil {
+		st.reentered = true
 		return h, nil
 	}
 	n := c.names(key)
@@ -122,15 +124,29 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 	if tok == "" {
 		tok = rand.Text()
 	}
+	st.attempts = 1
 	h, holderTTL, err := c.attempt(ctx, key, n, tok, &s)
 	if h != nil || err != nil {
 		return h, err
 	}
-	return c.wait(ctx, key, n, tok, &s, holderTTL)
+	if !wait {
+		return nil, fmt.Errorf("%w: %q", ErrNotAcquired, key)
+	}
+	start := time.Now()
+	h, err = c.wait(ctx, key, n, tok, &s, holderTTL, &st)
+	st.wait = time.Since(start)
+	return h, err
+}
+
+// acquireStats describe an acquisition for the Observer.
+type acquireStats struct {
+	attempts  int
+	wait      time.Duration
+	reentered bool
 }
 
 // wait is Lock's slow path: the key was held at the first attempt.
-func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *settings, holderTTL time.Duration) (*Lock, error) {
+func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *settings, holderTTL time.Duration, st *acquireStats) (*Lock, error) {
 	var expired <-chan time.Time
 	if s.waitTimeout > 0 {
 		t := time.NewTimer(s.waitTimeout)
@@ -168,6 +184,7 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 				}
 			}
 		}
+		st.attempts++
 		h, ttl, err := c.attempt(ctx, key, n, tok, s)
 		if err != nil {
 			return nil, err
@@ -213,7 +230,7 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 	}
 	l := &lease{
 		c: c, key: key, n: n, token: tok, fence: r.fence,
-		ttl: s.ttl, autoRenew: s.autoRenew, expires: start.Add(s.ttl), holds: 1, idx: -1,
+		start: start, ttl: s.ttl, autoRenew: s.autoRenew, expires: start.Add(s.ttl), holds: 1, idx: -1,
 	}
 	if !c.wd.schedule(l, nextDue(l, start)) { // closed meanwhile
 		c.releaseQuietly(context.WithoutCancel(ctx), l)

@@ -42,7 +42,12 @@ func (c *Client) renewed(l *lease, sent time.Time, ok bool, err error) {
 }
 
 // extend renews l by hand (Lock.Extend).
-func (c *Client) extend(ctx context.Context, l *lease, ttl time.Duration) error {
+func (c *Client) extend(ctx context.Context, l *lease, ttl time.Duration) (err error) {
+	if obs := c.cfg.observer; obs != nil {
+		var end func(OpResult)
+		ctx, end = obs.OpStart(ctx, OpExtend, l.key)
+		defer func() { end(OpResult{Err: err, Fence: l.fence}) }()
+	}
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
@@ -72,15 +77,25 @@ func (c *Client) extend(ctx context.Context, l *lease, ttl time.Duration) error 
 }
 
 // release drops one hold of l and, with the last, deletes the lease.
-func (c *Client) release(ctx context.Context, l *lease) error {
+func (c *Client) release(ctx context.Context, l *lease) (err error) {
 	l.mu.Lock()
 	l.holds--
-	if l.holds > 0 {
-		l.mu.Unlock()
+	nested := l.holds > 0
+	if !nested {
+		l.released = true
+	}
+	lost := l.lostErr != nil
+	l.mu.Unlock()
+	if obs := c.cfg.observer; obs != nil {
+		var end func(OpResult)
+		ctx, end = obs.OpStart(ctx, OpRelease, l.key)
+		defer func() {
+			end(OpResult{Err: err, Fence: l.fence, Held: time.Since(l.start), Lost: lost, Reentered: nested})
+		}()
+	}
+	if nested {
 		return nil
 	}
-	l.released = true
-	l.mu.Unlock()
 	c.wd.remove(l)
 
 	if ctx.Done() != nil { // detach from the caller's cancellation

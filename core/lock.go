@@ -14,6 +14,7 @@ type lease struct {
 	n     names
 	token string
 	fence int64
+	start time.Time // when it was acquired
 
 	mu        sync.Mutex
 	ttl       time.Duration
@@ -138,6 +139,9 @@ func (l *lease) markLost(cause error) {
 	fns := l.onLost
 	l.onLost = nil
 	l.mu.Unlock()
+	if obs := l.c.cfg.observer; obs != nil {
+		obs.LeaseLost(l.key, l.fence, time.Since(l.start), cause)
+	}
 	for _, f := range fns {
 		f(cause)
 	}

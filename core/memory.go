@@ -120,6 +120,20 @@ func (m *memoryBackend) inspect(_ context.Context, n names) (Info, error) {
 	return info, nil
 }
 
+func (m *memoryBackend) setRecord(_ context.Context, key, value string, ttl time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.leases[key] = memLease{value: value, expires: time.Now().Add(ttl)}
+	return nil
+}
+
+func (m *memoryBackend) getRecord(_ context.Context, key string) (string, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ml, ok := m.live(key, time.Now())
+	return ml.value, ok, nil
+}
+
 // Notifications need no subscription in memory: they flow at once.
 func (m *memoryBackend) subscribe(_ context.Context, channel string) error {
 	m.nt.confirm(channel)

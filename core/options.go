@@ -62,9 +62,10 @@ func (s *settings) fail(format string, args ...any) {
 }
 
 type clientConfig struct {
-	prefix string
-	lock   settings
-	err    error
+	prefix   string
+	lock     settings
+	observer Observer
+	err      error
 }
 
 type sharedOption func(*settings)

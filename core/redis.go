@@ -151,6 +151,18 @@ func (b *redisBackend) inspect(ctx context.Context, n names) (Info, error) {
 	return info, nil
 }
 
+func (b *redisBackend) setRecord(ctx context.Context, key, value string, ttl time.Duration) error {
+	return b.rdb.Set(ctx, key, value, ttl).Err()
+}
+
+func (b *redisBackend) getRecord(ctx context.Context, key string) (string, bool, error) {
+	v, err := b.rdb.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	return v, err == nil, err
+}
+
 func (b *redisBackend) subscribe(ctx context.Context, channel string) error {
 	return b.ps.subscribe(ctx, channel)
 }

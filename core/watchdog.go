@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -175,10 +176,24 @@ func (w *watchdog) process(due []*lease) {
 	if min := now.Add(time.Millisecond); deadline.Before(min) {
 		deadline = min
 	}
+	var ends []func(OpResult)
+	if obs := w.c.cfg.observer; obs != nil {
+		ends = make([]func(OpResult), len(renew))
+		for i, l := range renew {
+			_, ends[i] = obs.OpStart(context.Background(), OpRenew, l.key)
+		}
+	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	w.c.be.extend(ctx, reqs)
 	cancel()
 	for i, l := range renew {
+		if ends != nil {
+			err := reqs[i].err
+			if err == nil && !reqs[i].ok {
+				err = fmt.Errorf("%w: %q: lease expired or taken over", ErrNotHeld, l.key)
+			}
+			ends[i](OpResult{Err: err, Fence: l.fence})
+		}
 		w.c.renewed(l, now, reqs[i].ok, reqs[i].err)
 	}
 }
