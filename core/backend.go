@@ -12,16 +12,32 @@ import (
 // keys cost no memory for ever.
 const fenceRetention = 24 * time.Hour
 
-// names are the storage names of one lock key.
+// names are the storage names of one lock key. They share the hash tag
+// {<key>}, so a script touching them all runs on one Cluster slot.
 type names struct {
 	lease string // "<prefix>:{<key>}", also its release channel
 	fence string // "<prefix>:{<key>}:fence"
+	queue string // "<prefix>:{<key>}:q", fair waiters in arrival order
+	dues  string // "<prefix>:{<key>}:qt", fair waiters' entry deadlines
 }
 
 func (c *Client) names(key string) names {
-	lease := c.cfg.prefix + ":{" + key + "}"
-	return names{lease: lease, fence: lease + ":fence"}
+	// Two allocations for four names: each pair shares its bytes.
+	fence := c.cfg.prefix + ":{" + key + "}:fence"
+	lease := fence[:len(fence)-len(":fence")]
+	dues := lease + ":qt"
+	return names{lease: lease, fence: fence, queue: dues[:len(dues)-1], dues: dues}
 }
+
+// Fair-mode timings. A fair waiter's queue entry lives fairEntryTTL and is
+// refreshed by every attempt, which the waiter makes at least every
+// fairPoll; a grant to a waiter that does not claim it within fairClaim
+// expires, and the key passes to the next one.
+const (
+	fairEntryTTL = 3 * time.Second
+	fairPoll     = time.Second
+	fairClaim    = time.Second
+)
 
 // acquireResult is the outcome of one acquisition attempt.
 type acquireResult struct {
@@ -36,15 +52,20 @@ type extendReq struct {
 	n     names
 	token string
 	ttl   time.Duration
-	ok    bool
+	ok    bool // extended
+	gone  bool // not extended: no lease at all (not another owner's)
 	err   error
 }
 
 // A backend stores leases. All methods are safe for concurrent use.
 type backend interface {
-	acquire(ctx context.Context, n names, token, value string, ttl time.Duration) (acquireResult, error)
+	// acquire tries once. fair: serve in arrival order; enqueue: join the
+	// fair queue when not served.
+	acquire(ctx context.Context, n names, token, value string, ttl time.Duration, fair, enqueue bool) (acquireResult, error)
 	// extend renews every request, pipelined where the store allows.
 	extend(ctx context.Context, reqs []extendReq)
+	// release deletes the lease if token holds it (granting it to the
+	// first fair waiter, if any), or else removes token from the fair queue.
 	release(ctx context.Context, n names, token string) (bool, error)
 	inspect(ctx context.Context, n names) (Info, error)
 	// subscribe asks for release notifications on channel; the backend
@@ -67,4 +88,5 @@ type Info struct {
 	Metadata string        // the holder's WithMetadata, when held
 	Fence    int64         // the holder's fence when held, else the last fence issued (0: none)
 	TTL      time.Duration // the lease's remaining time, when held (-1: no expiry)
+	Waiters  int           // fair-mode waiters queued (WithFair)
 }

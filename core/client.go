@@ -125,7 +125,7 @@ func (c *Client) acquire(ctx context.Context, key string, opts []LockOption, wai
 		tok = rand.Text()
 	}
 	st.attempts = 1
-	h, holderTTL, err := c.attempt(ctx, key, n, tok, &s)
+	h, holderTTL, err := c.attempt(ctx, key, n, tok, &s, wait)
 	if h != nil || err != nil {
 		return h, err
 	}
@@ -156,8 +156,16 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 	fail := func(cause error) (*Lock, error) {
 		return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, cause)
 	}
-	w := c.nt.join(ctx, n.lease)
 	acquired := false
+	if s.fair {
+		// Leave the queue; if a grant came meanwhile, pass it on.
+		defer func() {
+			if !acquired {
+				c.leaveQueue(ctx, n, tok)
+			}
+		}()
+	}
+	w := c.nt.join(ctx, n.lease, tok)
 	defer func() { c.nt.leave(w, acquired) }()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -166,7 +174,7 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 			return fail(fmt.Errorf("retry budget of %d exhausted", s.retryBudget))
 		}
 		if retries > 0 { // the first retry follows join at once
-			timer.Reset(fallbackDelay(holderTTL))
+			timer.Reset(fallbackDelay(holderTTL, s.fair))
 			select {
 			case <-w.wake:
 			case <-timer.C:
@@ -185,7 +193,7 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 			}
 		}
 		st.attempts++
-		h, ttl, err := c.attempt(ctx, key, n, tok, s)
+		h, ttl, err := c.attempt(ctx, key, n, tok, s, true)
 		if err != nil {
 			return nil, err
 		}
@@ -203,22 +211,36 @@ const maxFallback = 5 * time.Second
 
 // fallbackDelay is how long a waiter sleeps when no notification comes: up
 // to the holder's expiry plus a little jitter, but at most about
-// maxFallback (jittered down), so a lost notification costs little.
-func fallbackDelay(holderTTL time.Duration) time.Duration {
-	if holderTTL >= 0 && holderTTL < maxFallback {
+// maxFallback (jittered down), so a lost notification costs little. A fair
+// waiter comes back at least every fairPoll to keep its queue entry alive.
+func fallbackDelay(holderTTL time.Duration, fair bool) time.Duration {
+	limit := maxFallback
+	if fair {
+		limit = fairPoll
+	}
+	if holderTTL >= 0 && holderTTL < limit {
 		return holderTTL + jitter(2*time.Millisecond)
 	}
-	return maxFallback - jitter(maxFallback/5)
+	return limit - jitter(limit/5)
+}
+
+// leaveQueue takes a fair waiter that gives up out of the queue, releasing
+// (and so passing on) a grant that reached it meanwhile.
+func (c *Client) leaveQueue(ctx context.Context, n names, tok string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_, _ = c.be.release(ctx, n, tok)
 }
 
 // attempt tries once. It returns a handle, or the holder's TTL when held.
-func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s *settings) (*Lock, time.Duration, error) {
+// A fair attempt joins the queue when enqueue is set.
+func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s *settings, enqueue bool) (*Lock, time.Duration, error) {
 	value := tok
 	if s.metadata != "" {
 		value = tok + "|" + s.metadata
 	}
 	start := time.Now()
-	r, err := c.be.acquire(ctx, n, tok, value, s.ttl)
+	r, err := c.be.acquire(ctx, n, tok, value, s.ttl, s.fair, enqueue)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, errors.Join(context.Cause(ctx), err))

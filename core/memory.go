@@ -12,7 +12,8 @@ import (
 // re-entry — for tests and single-process programs. Fences start at 1.
 func NewMemory(opts ...Option) *Client {
 	c := newClient(opts)
-	m := &memoryBackend{leases: make(map[string]memLease), fences: make(map[string]int64)}
+	m := &memoryBackend{leases: make(map[string]memLease), fences: make(map[string]int64),
+		queues: make(map[string]*memQueue)}
 	c.setBackend(m, 0)
 	m.nt = c.nt
 	return c
@@ -31,7 +32,68 @@ type memoryBackend struct {
 	mu     sync.Mutex
 	leases map[string]memLease
 	fences map[string]int64
+	queues map[string]*memQueue // fair waiters, by names.queue
 	ops    int
+}
+
+// memQueue is a fair queue: tokens in arrival order and their deadlines.
+type memQueue struct {
+	order []string
+	due   map[string]time.Time
+}
+
+// queue returns the live queue of n, dropping expired heads. Called with
+// m.mu held; nil when nobody queues.
+func (m *memoryBackend) queue(n names, now time.Time) *memQueue {
+	q := m.queues[n.queue]
+	if q == nil {
+		return nil
+	}
+	for len(q.order) > 0 {
+		head := q.order[0]
+		if d, ok := q.due[head]; ok && !now.After(d) {
+			break
+		}
+		q.order = q.order[1:]
+		delete(q.due, head)
+	}
+	if len(q.order) == 0 {
+		delete(m.queues, n.queue)
+		return nil
+	}
+	return q
+}
+
+func (m *memoryBackend) enqueue(n names, token string, now time.Time) {
+	q := m.queues[n.queue]
+	if q == nil {
+		q = &memQueue{due: make(map[string]time.Time)}
+		m.queues[n.queue] = q
+	}
+	if _, ok := q.due[token]; !ok {
+		q.order = append(q.order, token)
+	}
+	q.due[token] = now.Add(fairEntryTTL)
+}
+
+func (m *memoryBackend) leaveQueue(n names, token string) {
+	q := m.queues[n.queue]
+	if q == nil {
+		return
+	}
+	if _, ok := q.due[token]; !ok {
+		return
+	}
+	delete(q.due, token)
+	for i, t := range q.order {
+		if t == token {
+			q.order = append(q.order[:i:i], q.order[i+1:]...)
+			break
+		}
+	}
+	if len(q.order) == 0 {
+		delete(m.queues, n.queue)
+	}
 }
 
 func owns(value, token string) bool {
@@ -48,18 +110,38 @@ func (m *memoryBackend) live(key string, now time.Time) (memLease, bool) {
 	return ml, ok
 }
 
-func (m *memoryBackend) acquire(_ context.Context, n names, token, value string, ttl time.Duration) (acquireResult, error) {
+func (m *memoryBackend) acquire(_ context.Context, n names, token, value string, ttl time.Duration, fair, enqueue bool) (acquireResult, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
 	m.sweep(now)
+	var q *memQueue
+	if fair {
+		q = m.queue(n, now)
+	}
 	if ml, ok := m.live(n.lease, now); ok {
-		if owns(ml.value, token) {
+		if owns(ml.value, token) { // re-entry, or the claim of a fair grant
+			if fair {
+				ml.value = value
+				m.leaveQueue(n, token)
+			}
 			ml.expires = now.Add(ttl)
 			m.leases[n.lease] = ml
 			return acquireResult{acquired: true, reentered: true, fence: m.fences[n.fence]}, nil
 		}
+		if fair && enqueue {
+			m.enqueue(n, token, now)
+		}
 		return acquireResult{holderTTL: ml.expires.Sub(now)}, nil
+	}
+	if q != nil {
+		if q.order[0] != token { // free, but an earlier waiter comes first
+			if enqueue {
+				m.enqueue(n, token, now)
+			}
+			return acquireResult{holderTTL: -1}, nil
+		}
+		m.leaveQueue(n, token)
 	}
 	f := m.fences[n.fence] + 1
 	m.fences[n.fence] = f
@@ -86,7 +168,11 @@ func (m *memoryBackend) extend(_ context.Context, reqs []extendReq) {
 	now := time.Now()
 	for i := range reqs {
 		r := &reqs[i]
-		if ml, ok := m.live(r.n.lease, now); ok && owns(ml.value, r.token) {
+		ml, ok := m.live(r.n.lease, now)
+		switch {
+		case !ok:
+			r.gone = true
+		case owns(ml.value, r.token):
 			ml.expires = now.Add(r.ttl)
 			m.leases[r.n.lease] = ml
 			r.ok = true
@@ -96,14 +182,24 @@ func (m *memoryBackend) extend(_ context.Context, reqs []extendReq) {
 
 func (m *memoryBackend) release(_ context.Context, n names, token string) (bool, error) {
 	m.mu.Lock()
-	ml, ok := m.live(n.lease, time.Now())
+	now := time.Now()
+	ml, ok := m.live(n.lease, now)
 	if !ok || !owns(ml.value, token) {
+		m.leaveQueue(n, token)
 		m.mu.Unlock()
 		return false, nil
 	}
 	delete(m.leases, n.lease)
+	payload := "r"
+	if q := m.queue(n, now); q != nil { // grant to the first fair waiter
+		head := q.order[0]
+		m.leaveQueue(n, head)
+		m.fences[n.fence]++
+		m.leases[n.lease] = memLease{value: head, expires: now.Add(fairClaim)}
+		payload = grantPrefix + head
+	}
 	m.mu.Unlock()
-	m.nt.deliver(n.lease)
+	m.nt.deliver(n.lease, payload)
 	return true, nil
 }
 
@@ -116,6 +212,9 @@ func (m *memoryBackend) inspect(_ context.Context, n names) (Info, error) {
 		info.Held = true
 		info.Token, info.Metadata, _ = strings.Cut(ml.value, "|")
 		info.TTL = ml.expires.Sub(now)
+	}
+	if q := m.queue(n, now); q != nil {
+		info.Waiters = len(q.order)
 	}
 	return info, nil
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 )
@@ -36,6 +37,7 @@ type channelState struct {
 
 type waiter struct {
 	channel string
+	token   string        // the waiter's token, to route fair grants
 	wake    chan struct{} // capacity 1: a pending wake-up
 }
 
@@ -51,8 +53,8 @@ func newNotifier(sub subscriber, linger time.Duration) *notifier {
 // flow (or confirmWait passed, or ctx ended). The caller must retry its
 // acquisition after join: a release may have happened before the
 // subscription took effect.
-func (n *notifier) join(ctx context.Context, channel string) *waiter {
-	w := &waiter{channel: channel, wake: make(chan struct{}, 1)}
+func (n *notifier) join(ctx context.Context, channel, token string) *waiter {
+	w := &waiter{channel: channel, token: token, wake: make(chan struct{}, 1)}
 	n.mu.Lock()
 	cs := n.chans[channel]
 	if cs == nil {
@@ -131,13 +133,32 @@ func (n *notifier) confirm(channel string) {
 	n.mu.Unlock()
 }
 
-// deliver wakes one waiter of channel.
-func (n *notifier) deliver(channel string) {
+// grantPrefix starts the payload of a notification that a release granted
+// the lease to the fair waiter whose token follows.
+const grantPrefix = "g:"
+
+// deliver handles a notification on channel: a grant wakes its grantee (if
+// it waits here); a plain release wakes one waiter.
+func (n *notifier) deliver(channel, payload string) {
 	n.mu.Lock()
-	if cs := n.chans[channel]; cs != nil {
-		cs.wakeOne()
+	defer n.mu.Unlock()
+	cs := n.chans[channel]
+	if cs == nil {
+		return
 	}
-	n.mu.Unlock()
+	if tok, ok := strings.CutPrefix(payload, grantPrefix); ok {
+		for _, w := range cs.waiters {
+			if w.token == tok {
+				select {
+				case w.wake <- struct{}{}:
+				default:
+				}
+				return
+			}
+		}
+		return
+	}
+	cs.wakeOne()
 }
 
 func (cs *channelState) wakeOne() {

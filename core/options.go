@@ -48,6 +48,7 @@ type settings struct {
 	retryBudget int // -1: unlimited
 	metadata    string
 	token       string
+	fair        bool
 	err         error // the first invalid option
 }
 
@@ -128,6 +129,20 @@ func WithMetadata(meta string) SharedOption {
 		}
 		s.metadata = meta
 	})
+}
+
+// WithFair serves waiters of a key in arrival order, like ZooKeeper's
+// sequential nodes (default off). Waiters queue in Redis under the key's
+// hash tag; a release grants the lease straight to the first live waiter —
+// a new fence, a short claim window — and wakes only that waiter, so a
+// handoff costs one notification, nobody arriving later can barge in, and
+// there is no thundering herd. A waiter that gives up leaves the queue; one
+// that dies drops out when its entry expires (seconds), and a grant it does
+// not claim passes on. TryLock with WithFair takes the key only when it is
+// free and nobody queues. All lockers of a key should use it: a non-fair
+// TryLock or Lock ignores the queue. Not available on Redlock.
+func WithFair() SharedOption {
+	return sharedOption(func(s *settings) { s.fair = true })
 }
 
 // WithToken makes the acquisition use the given token instead of a fresh

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,19 +16,33 @@ import (
 )
 
 var (
+	//go:embed scripts/common.lua
+	commonLua string
 	//go:embed scripts/acquire.lua
 	acquireLua string
+	//go:embed scripts/acquire_fair.lua
+	acquireFairLua string
 	//go:embed scripts/extend.lua
 	extendLua string
 	//go:embed scripts/release.lua
 	releaseLua string
 	//go:embed scripts/inspect.lua
 	inspectLua string
+	//go:embed scripts/fence_max.lua
+	fenceMaxLua string
 
-	acquireScript = redis.NewScript(acquireLua)
-	extendScript  = redis.NewScript(extendLua)
-	releaseScript = redis.NewScript(releaseLua)
-	inspectScript = redis.NewScript(inspectLua)
+	// Each script is the shared helpers followed by its body.
+	acquireScript     = redis.NewScript(commonLua + acquireLua)
+	acquireFairScript = redis.NewScript(commonLua + acquireFairLua)
+	extendScript      = redis.NewScript(commonLua + extendLua)
+	releaseScript     = redis.NewScript(commonLua + releaseLua)
+	inspectScript     = redis.NewScript(inspectLua)
+	fenceMaxScript    = redis.NewScript(fenceMaxLua)
+
+	// Arguments that never change, boxed once.
+	retentionArg any = fenceRetention.Milliseconds()
+	claimArg     any = fairClaim.Milliseconds()
+	entryTTLArg  any = fairEntryTTL.Milliseconds()
 )
 
 // NewRedis returns a Client whose leases live on one Redis deployment: a
@@ -64,9 +79,20 @@ type redisBackend struct {
 	ps  redisPubSub
 }
 
-func (b *redisBackend) acquire(ctx context.Context, n names, token, value string, ttl time.Duration) (acquireResult, error) {
-	v, err := acquireScript.Run(ctx, b.rdb, []string{n.lease, n.fence},
-		token, value, ttl.Milliseconds(), fenceRetention.Milliseconds()).Int64Slice()
+func (b *redisBackend) acquire(ctx context.Context, n names, token, value string, ttl time.Duration, fair, enqueue bool) (acquireResult, error) {
+	var cmd *redis.Cmd
+	if fair {
+		join := "0"
+		if enqueue {
+			join = "1"
+		}
+		cmd = acquireFairScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues},
+			token, value, ttl.Milliseconds(), retentionArg, entryTTLArg, join)
+	} else {
+		cmd = acquireScript.Run(ctx, b.rdb, []string{n.lease, n.fence},
+			token, value, ttl.Milliseconds(), retentionArg)
+	}
+	v, err := cmd.Int64Slice()
 	if err != nil {
 		return acquireResult{}, err
 	}
@@ -93,15 +119,13 @@ func parseAcquire(v []int64) (acquireResult, error) {
 func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 	if len(reqs) == 1 {
 		r := &reqs[0]
-		r.ok, r.err = runBool(ctx, b.rdb, extendScript, []string{r.n.lease, r.n.fence},
-			r.token, r.ttl.Milliseconds(), fenceRetention.Milliseconds())
+		r.set(extendScript.Run(ctx, b.rdb, r.keys(), r.token, r.ttl.Milliseconds(), retentionArg).Int64())
 		return
 	}
 	cmds := make([]*redis.Cmd, len(reqs))
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range reqs {
-			cmds[i] = extendScript.EvalSha(ctx, p, []string{r.n.lease, r.n.fence},
-				r.token, r.ttl.Milliseconds(), fenceRetention.Milliseconds())
+			cmds[i] = extendScript.EvalSha(ctx, p, r.keys(), r.token, r.ttl.Milliseconds(), retentionArg)
 		}
 		return nil
 	})
@@ -109,29 +133,31 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 		r := &reqs[i]
 		v, err := cmds[i].Int64()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			r.ok, r.err = runBool(ctx, b.rdb, extendScript, []string{r.n.lease, r.n.fence},
-				r.token, r.ttl.Milliseconds(), fenceRetention.Milliseconds())
-			continue
+			v, err = extendScript.Run(ctx, b.rdb, r.keys(), r.token, r.ttl.Milliseconds(), retentionArg).Int64()
 		}
-		r.ok, r.err = v == 1, err
+		r.set(v, err)
 	}
 }
 
-func runBool(ctx context.Context, rdb redis.Scripter, s *redis.Script, keys []string, args ...any) (bool, error) {
-	v, err := s.Run(ctx, rdb, keys, args...).Int64()
-	return v == 1, err
+func (r *extendReq) keys() []string { return []string{r.n.lease, r.n.fence} }
+
+// set records the extend script's reply: 1 extended, 0 another owner, -1 gone.
+func (r *extendReq) set(v int64, err error) {
+	r.ok, r.gone, r.err = err == nil && v == 1, err == nil && v == -1, err
 }
 
 func (b *redisBackend) release(ctx context.Context, n names, token string) (bool, error) {
-	return runBool(ctx, b.rdb, releaseScript, []string{n.lease}, token)
+	v, err := releaseScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues},
+		token, claimArg, retentionArg).Int64()
+	return v == 1, err
 }
 
 func (b *redisBackend) inspect(ctx context.Context, n names) (Info, error) {
-	v, err := inspectScript.Run(ctx, b.rdb, []string{n.lease, n.fence}).Slice()
+	v, err := inspectScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue}).Slice()
 	if err != nil {
 		return Info{}, err
 	}
-	if len(v) != 3 {
+	if len(v) != 4 {
 		return Info{}, fmt.Errorf("core: unexpected inspect reply %v", v)
 	}
 	var info Info
@@ -146,7 +172,10 @@ func (b *redisBackend) inspect(ctx context.Context, n names) (Info, error) {
 		}
 	}
 	if s, ok := v[2].(string); ok {
-		fmt.Sscan(s, &info.Fence)
+		info.Fence, _ = strconv.ParseInt(s, 10, 64)
+	}
+	if q, ok := v[3].(int64); ok {
+		info.Waiters = int(q)
 	}
 	return info, nil
 }
@@ -252,7 +281,7 @@ func (r *redisPubSub) loop(ps *redis.PubSub) {
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
-			r.nt.deliver(m.Channel)
+			r.nt.deliver(m.Channel, m.Payload)
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
 				r.nt.confirm(m.Channel)

@@ -250,3 +250,53 @@ func TestNilClient(t *testing.T) {
 	}
 	c.Close()
 }
+
+// A fair waiter that died still sits in the queue: the grant it cannot
+// claim expires and the key passes on — the queue never blocks the key.
+func TestFairDeadWaiterPassesOn(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := testPrefix()
+	c := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+	defer c.Close()
+	ctx := ctxFor(t, 30*time.Second)
+
+	holder, err := c.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A waiter that queued and then crashed: its entry lives a few seconds.
+	q, qt := prefix+":{k}:q", prefix+":{k}:qt"
+	now, _ := rdb.Time(ctx).Result()
+	rdb.RPush(ctx, q, "dead-waiter")
+	rdb.ZAdd(ctx, qt, redis.Z{Score: float64(now.Add(10*time.Second).UnixMilli()), Member: "dead-waiter"})
+
+	got := make(chan *core.Lock, 1)
+	go func() {
+		l, err := c.Lock(ctx, "k", core.WithFair(), core.WithWaitTimeout(15*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for n, _ := rdb.LLen(ctx, q).Result(); n < 2; n, _ = rdb.LLen(ctx, q).Result() {
+		if time.Now().After(deadline) {
+			t.Fatal("live waiter never queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := c.Inspect(ctx, "k"); info.Token != "dead-waiter" {
+		t.Fatalf("the release did not grant to the head of the queue: %+v", info)
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	if l.Fence() <= holder.Fence()+1 {
+		t.Fatalf("fence %d: the dead waiter's grant took %d, the next must be higher", l.Fence(), holder.Fence()+1)
+	}
+	l.Release(ctx)
+}

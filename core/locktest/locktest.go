@@ -56,6 +56,8 @@ func Run(t *testing.T, newClient func(t *testing.T) *core.Client) {
 		{"MutualExclusionUnderContention", testContention},
 		{"DoReleasesOnPanic", testDoReleasesOnPanic},
 		{"Close", testClose},
+		{"FairOrder", testFairOrder},
+		{"FairGiveUp", testFairGiveUp},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -537,5 +539,98 @@ func testClose(t *testing.T, c *core.Client, key string) {
 	}
 	if err := c.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// waitWaiters waits until Inspect shows n fair waiters on key.
+func waitWaiters(t *testing.T, c *core.Client, key string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := c.Inspect(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Waiters == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d fair waiters queued, want %d", info.Waiters, n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func testFairOrder(t *testing.T, c *core.Client, key string) {
+	const waiters = 6
+	holder := mustLock(t, c, key, core.WithFair(), core.WithTTL(time.Minute))
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := 0; i < waiters; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.Lock(ctxT(t), key, core.WithFair(), core.WithWaitTimeout(20*time.Second))
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			time.Sleep(2 * time.Millisecond)
+			l.Release(context.Background())
+		}()
+		waitWaiters(t, c, key, i+1) // arrival order is known
+	}
+	// TryLock in fair mode does not jump the queue, and does not join it.
+	if _, err := c.TryLock(ctxT(t), key, core.WithFair()); !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("fair TryLock on a queued key: %v", err)
+	}
+	mustRelease(t, holder)
+	wg.Wait()
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("acquisition order %v, want arrival order", order)
+		}
+	}
+	if len(order) != waiters {
+		t.Fatalf("%d of %d waiters acquired", len(order), waiters)
+	}
+	info, _ := c.Inspect(ctxT(t), key)
+	if info.Held || info.Waiters != 0 {
+		t.Fatalf("after the queue drained: %+v", info)
+	}
+}
+
+func testFairGiveUp(t *testing.T, c *core.Client, key string) {
+	holder := mustLock(t, c, key, core.WithFair(), core.WithTTL(time.Minute))
+	quitter := make(chan error, 1)
+	quit, giveUp := context.WithCancel(ctxT(t))
+	go func() {
+		_, err := c.Lock(quit, key, core.WithFair())
+		quitter <- err
+	}()
+	waitWaiters(t, c, key, 1)
+	got := make(chan error, 1)
+	go func() {
+		// The grant must come by notification: the fallback poll of a fair
+		// waiter is 0.8-1 s, past this timeout.
+		l, err := c.Lock(ctxT(t), key, core.WithFair(), core.WithWaitTimeout(700*time.Millisecond))
+		if err == nil {
+			l.Release(context.Background())
+		}
+		got <- err
+	}()
+	waitWaiters(t, c, key, 2)
+	giveUp()
+	if err := <-quitter; !errors.Is(err, core.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("quitter: %v", err)
+	}
+	waitWaiters(t, c, key, 1) // it left the queue
+	mustRelease(t, holder)
+	if err := <-got; err != nil {
+		t.Fatalf("second waiter after the first gave up: %v", err)
 	}
 }

@@ -1,11 +1,27 @@
--- Delete a lease this token holds and wake its waiters.
--- KEYS[1] lease (also the notification channel)
--- ARGV[1] token
+-- Delete a lease this token holds and hand the key on: to the first live
+-- fair waiter, if any queue (a grant: a new fence and a short claim window,
+-- and a message naming the grantee), else to whoever comes first (a
+-- message that wakes one waiter per client). A token that does not hold
+-- the lease leaves the fair queue instead (a waiter giving up).
+-- KEYS[1] lease (also the notification channel)  KEYS[2] fence counter
+-- KEYS[3] queue  KEYS[4] queue deadlines
+-- ARGV[1] token  ARGV[2] claim window ms  ARGV[3] fence retention ms
 -- Returns 1 released, 0 not held.
-local v = redis.call('GET', KEYS[1])
-if v and (v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '|') then
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', KEYS[1], 'released')
-  return 1
+if not owns(redis.call('GET', KEYS[1]), ARGV[1]) then
+  leave_queue(KEYS[3], KEYS[4], ARGV[1])
+  return 0
 end
-return 0
+redis.call('DEL', KEYS[1])
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  prune(KEYS[3], KEYS[4], now_ms())
+  local head = redis.call('LPOP', KEYS[3])
+  if head then
+    redis.call('ZREM', KEYS[4], head)
+    next_fence(KEYS[2], ARGV[3])
+    redis.call('SET', KEYS[1], head, 'PX', ARGV[2])
+    redis.call('PUBLISH', KEYS[1], 'g:' .. head)
+    return 1
+  end
+end
+redis.call('PUBLISH', KEYS[1], 'r')
+return 1

@@ -1,0 +1,44 @@
+-- Acquire a lease in arrival order (fair mode), claim a lease the release
+-- script granted to this token, or join the queue.
+-- KEYS[1] lease  KEYS[2] fence counter  KEYS[3] queue (list of tokens)
+-- KEYS[4] queue deadlines (zset token -> ms)
+-- ARGV[1] token  ARGV[2] lease value  ARGV[3] ttl ms  ARGV[4] fence retention ms
+-- ARGV[5] queue entry ttl ms  ARGV[6] "1" to join the queue when not served
+-- Returns {1, fence} acquired, {2, fence} claimed or re-entered,
+-- {0, holder pttl ms} held, {0, -2} free but reserved for an earlier waiter.
+local now = now_ms()
+prune(KEYS[3], KEYS[4], now)
+
+local function enqueue()
+  if ARGV[6] ~= '1' then return end
+  if redis.call('ZADD', KEYS[4], now + tonumber(ARGV[5]), ARGV[1]) == 1 then
+    redis.call('RPUSH', KEYS[3], ARGV[1])
+  end
+  local keep = 2 * tonumber(ARGV[5])
+  redis.call('PEXPIRE', KEYS[3], keep)
+  redis.call('PEXPIRE', KEYS[4], keep)
+end
+
+local v = redis.call('GET', KEYS[1])
+if v then
+  if owns(v, ARGV[1]) then
+    redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+    redis.call('PEXPIRE', KEYS[2], ARGV[4])
+    leave_queue(KEYS[3], KEYS[4], ARGV[1])
+    return {2, tonumber(redis.call('GET', KEYS[2]) or '0')}
+  end
+  enqueue()
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+local head = redis.call('LINDEX', KEYS[3], 0)
+if head and head ~= ARGV[1] then
+  enqueue()
+  return {0, -2}
+end
+if head then
+  redis.call('LPOP', KEYS[3])
+  redis.call('ZREM', KEYS[4], head)
+end
+local f = next_fence(KEYS[2], ARGV[4])
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return {1, f}
