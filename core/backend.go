@@ -45,6 +45,7 @@ type acquireResult struct {
 	reentered bool          // it was already ours (same token)
 	fence     int64         // the lease's fence, when acquired
 	holderTTL time.Duration // the holder's remaining TTL, when held (<0: unknown)
+	validity  time.Duration // how long the lease is safe to rely on (0: its TTL)
 }
 
 // extendReq is one renewal in a batch; the backend fills ok and err.

@@ -250,9 +250,13 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 	if !r.acquired {
 		return nil, r.holderTTL, nil
 	}
+	validity := s.ttl
+	if r.validity > 0 {
+		validity = r.validity
+	}
 	l := &lease{
 		c: c, key: key, n: n, token: tok, fence: r.fence,
-		start: start, ttl: s.ttl, autoRenew: s.autoRenew, expires: start.Add(s.ttl), holds: 1, idx: -1,
+		start: start, ttl: s.ttl, autoRenew: s.autoRenew, expires: start.Add(validity), holds: 1, idx: -1,
 	}
 	if !c.wd.schedule(l, nextDue(l, start)) { // closed meanwhile
 		c.releaseQuietly(context.WithoutCancel(ctx), l)

@@ -39,4 +39,9 @@ var (
 
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("core: client closed")
+
+	// ErrReplicaAck: with WithReplicaAck, fewer replicas than required
+	// acknowledged a lease write in time. An acquisition that gets it has
+	// released the lease again; a renewal retries while the lease lasts.
+	ErrReplicaAck = errors.New("core: replicas did not acknowledge")
 )

@@ -21,6 +21,7 @@ func (c *Client) renewed(l *lease, sent time.Time, ok bool, err error) {
 	}
 	switch {
 	case err == nil && ok:
+		l.renewErr = nil
 		if e := sent.Add(l.ttl); e.After(l.expires) {
 			l.expires = e
 		}
@@ -30,6 +31,12 @@ func (c *Client) renewed(l *lease, sent time.Time, ok bool, err error) {
 		l.mu.Unlock()
 		l.markLost(lostError(l.key, errors.New("lease expired or taken over")))
 	default:
+		// Report the most telling failure: a timeout near the expiry says
+		// less than the error that started the trouble.
+		if l.renewErr == nil || !errors.Is(err, context.DeadlineExceeded) {
+			l.renewErr = err
+		}
+		cause := l.renewErr
 		retry := time.Now().Add(retryDelay(l.ttl))
 		expires := l.expires
 		l.mu.Unlock()
@@ -37,7 +44,7 @@ func (c *Client) renewed(l *lease, sent time.Time, ok bool, err error) {
 			c.wd.schedule(l, retry)
 			return
 		}
-		l.markLost(lostError(l.key, fmt.Errorf("renewal failed until expiry: %w", err)))
+		l.markLost(lostError(l.key, fmt.Errorf("renewal failed until expiry: %w", cause)))
 	}
 }
 
@@ -66,13 +73,16 @@ func (c *Client) extend(ctx context.Context, l *lease, ttl time.Duration) (err e
 		return err
 	}
 	l.mu.Lock()
-	l.ttl = ttl
-	l.expires = sent.Add(ttl)
 	lost := l.lostErr
-	l.mu.Unlock()
 	if lost == nil {
-		c.wd.schedule(l, nextDue(l, sent))
+		l.ttl = ttl
+		l.expires = sent.Add(ttl)
 	}
+	l.mu.Unlock()
+	if lost != nil { // reported lost while the extension was under way
+		return lost
+	}
+	c.wd.schedule(l, nextDue(l, sent))
 	return nil
 }
 

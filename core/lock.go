@@ -22,6 +22,7 @@ type lease struct {
 	expires   time.Time // local, conservative: measured from before the request
 	holds     int       // handles not yet released
 	released  bool
+	renewErr  error         // the failure of the renewals since the last success
 	lostErr   error         // non-nil once lost
 	lostCh    chan struct{} // made on demand; closed when lost
 	onLost    []func(error) // called once when lost (Do's cancel)

@@ -63,10 +63,12 @@ func (s *settings) fail(format string, args ...any) {
 }
 
 type clientConfig struct {
-	prefix   string
-	lock     settings
-	observer Observer
-	err      error
+	prefix     string
+	lock       settings
+	observer   Observer
+	ackN       int
+	ackTimeout time.Duration
+	err        error
 }
 
 type sharedOption func(*settings)
@@ -174,6 +176,24 @@ func WithKeyPrefix(prefix string) Option {
 			return
 		}
 		c.prefix = prefix
+	})
+}
+
+// WithReplicaAck makes every lease write — acquisition and renewal — wait
+// until n replicas acknowledged it (Redis WAIT n timeout), so a failover to
+// a replica cannot silently drop a held lease. An acquisition that gets
+// fewer acknowledgements is released and fails with ErrReplicaAck; a
+// renewal that does retries while the lease lasts. Default: no waiting
+// (n = 0). On Redlock it applies to each node. Ignored by NewMemory.
+func WithReplicaAck(n int, timeout time.Duration) Option {
+	return clientOption(func(c *clientConfig) {
+		if n < 0 || n > 0 && timeout <= 0 {
+			if c.err == nil {
+				c.err = fmt.Errorf("%w: replica ack %d within %v", ErrInvalidOption, n, timeout)
+			}
+			return
+		}
+		c.ackN, c.ackTimeout = n, timeout
 	})
 }
 

@@ -59,7 +59,7 @@ func NewRedis(rdb redis.UniversalClient, opts ...Option) *Client {
 		}
 		rdb = nil
 	}
-	rb := &redisBackend{rdb: rdb}
+	rb := &redisBackend{rdb: rdb, ackN: c.cfg.ackN, ackTimeout: c.cfg.ackTimeout}
 	c.setBackend(rb, 2*time.Second)
 	rb.ps.init(rdb, c.nt)
 	return c
@@ -75,28 +75,97 @@ func isNil(v any) bool {
 
 // redisBackend keeps leases on one Redis deployment.
 type redisBackend struct {
-	rdb redis.UniversalClient
-	ps  redisPubSub
+	rdb        redis.UniversalClient
+	ps         redisPubSub
+	ackN       int // WithReplicaAck
+	ackTimeout time.Duration
 }
 
 func (b *redisBackend) acquire(ctx context.Context, n names, token, value string, ttl time.Duration, fair, enqueue bool) (acquireResult, error) {
-	var cmd *redis.Cmd
+	script, keys := acquireScript, []string{n.lease, n.fence}
+	args := []any{token, value, ttl.Milliseconds(), retentionArg}
 	if fair {
 		join := "0"
 		if enqueue {
 			join = "1"
 		}
-		cmd = acquireFairScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues},
-			token, value, ttl.Milliseconds(), retentionArg, entryTTLArg, join)
-	} else {
-		cmd = acquireScript.Run(ctx, b.rdb, []string{n.lease, n.fence},
-			token, value, ttl.Milliseconds(), retentionArg)
+		script, keys = acquireFairScript, []string{n.lease, n.fence, n.queue, n.dues}
+		args = append(args, entryTTLArg, join)
+	}
+	if b.ackN > 0 {
+		return b.acquireAcked(ctx, n, token, script, keys, args)
+	}
+	v, err := script.Run(ctx, b.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return acquireResult{}, err
+	}
+	return parseAcquire(v)
+}
+
+// acquireAcked runs the acquisition and WAIT in one pipeline on the key's
+// primary, and gives the lease back if too few replicas acknowledged it.
+func (b *redisBackend) acquireAcked(ctx context.Context, n names, token string, script *redis.Script, keys []string, args []any) (acquireResult, error) {
+	cmd, acks, err := b.runAcked(ctx, n.lease, script, keys, args)
+	if err != nil {
+		return acquireResult{}, err
 	}
 	v, err := cmd.Int64Slice()
 	if err != nil {
 		return acquireResult{}, err
 	}
-	return parseAcquire(v)
+	r, err := parseAcquire(v)
+	if err != nil || !r.acquired {
+		return r, err
+	}
+	if err := b.checkAcks(acks); err != nil {
+		_, _ = b.release(context.WithoutCancel(ctx), n, token)
+		return acquireResult{}, err
+	}
+	return r, nil
+}
+
+// runAcked runs script followed by WAIT on one connection to the primary
+// of key, loading the script if the server lacks it.
+func (b *redisBackend) runAcked(ctx context.Context, key string, script *redis.Script, keys []string, args []any) (*redis.Cmd, *redis.Cmd, error) {
+	var conn redis.Cmdable = b.rdb
+	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, nil, err
+		}
+		conn = m
+	}
+	// WAIT must answer before ctx's deadline, so that a shortfall is
+	// reported as such rather than as a timeout.
+	wait := b.ackTimeout
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d)*3/4)
+	}
+	waitMs := max(wait.Milliseconds(), 1)
+	for try := 0; ; try++ {
+		pipe := conn.Pipeline()
+		cmd := script.EvalSha(ctx, pipe, keys, args...)
+		acks := pipe.Do(ctx, "wait", b.ackN, waitMs)
+		_, _ = pipe.Exec(ctx)
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && try == 0 {
+			if err := script.Load(ctx, conn).Err(); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		return cmd, acks, nil
+	}
+}
+
+func (b *redisBackend) checkAcks(acks *redis.Cmd) error {
+	got, err := acks.Int64()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrReplicaAck, err)
+	}
+	if got < int64(b.ackN) {
+		return fmt.Errorf("%w: %d of %d replicas within %v", ErrReplicaAck, got, b.ackN, b.ackTimeout)
+	}
+	return nil
 }
 
 func parseAcquire(v []int64) (acquireResult, error) {
@@ -117,6 +186,23 @@ func parseAcquire(v []int64) (acquireResult, error) {
 }
 
 func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
+	if b.ackN > 0 {
+		for i := range reqs {
+			r := &reqs[i]
+			cmd, acks, err := b.runAcked(ctx, r.n.lease, extendScript, r.keys(), []any{r.token, r.ttl.Milliseconds(), retentionArg})
+			if err != nil {
+				r.set(0, err)
+				continue
+			}
+			r.set(cmd.Int64())
+			if r.ok {
+				if err := b.checkAcks(acks); err != nil {
+					r.ok, r.err = false, err
+				}
+			}
+		}
+		return
+	}
 	if len(reqs) == 1 {
 		r := &reqs[0]
 		r.set(extendScript.Run(ctx, b.rdb, r.keys(), r.token, r.ttl.Milliseconds(), retentionArg).Int64())

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -268,7 +270,7 @@ func TestFairDeadWaiterPassesOn(t *testing.T) {
 	q, qt := prefix+":{k}:q", prefix+":{k}:qt"
 	now, _ := rdb.Time(ctx).Result()
 	rdb.RPush(ctx, q, "dead-waiter")
-	rdb.ZAdd(ctx, qt, redis.Z{Score: float64(now.Add(10*time.Second).UnixMilli()), Member: "dead-waiter"})
+	rdb.ZAdd(ctx, qt, redis.Z{Score: float64(now.Add(10 * time.Second).UnixMilli()), Member: "dead-waiter"})
 
 	got := make(chan *core.Lock, 1)
 	go func() {
@@ -299,4 +301,65 @@ func TestFairDeadWaiterPassesOn(t *testing.T) {
 		t.Fatalf("fence %d: the dead waiter's grant took %d, the next must be higher", l.Fence(), holder.Fence()+1)
 	}
 	l.Release(ctx)
+}
+
+// WithReplicaAck: a lease write that too few replicas acknowledge does not
+// count, and is taken back.
+func TestReplicaAck(t *testing.T) {
+	primary := redistest.StartServer(t)
+	replica := redistest.StartServer(t, "--replicaof", "127.0.0.1", fmt.Sprint(primary.Port()))
+	ctx := ctxFor(t, 30*time.Second)
+	rrdb := replica.Client(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, _ := rrdb.Info(ctx, "replication").Result()
+		if strings.Contains(info, "master_link_status:up") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica never linked: %s", info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	prdb := primary.Client(t)
+	c := core.NewRedis(prdb, core.WithReplicaAck(1, time.Second))
+	defer c.Close()
+
+	l, err := c.TryLock(ctx, "k", core.WithTTL(900*time.Millisecond))
+	if err != nil {
+		t.Fatalf("with the replica up: %v", err)
+	}
+	if v, _ := rrdb.Get(ctx, "latchkey:{k}").Result(); v != l.Token() {
+		t.Fatalf("lease not on the replica when acquire returned: %q", v)
+	}
+	time.Sleep(1200 * time.Millisecond) // renewals, acknowledged, keep it
+	select {
+	case <-l.Lost():
+		t.Fatalf("lost with the replica up: %v", l.Err())
+	default:
+	}
+
+	replica.Kill(t)
+	other := core.NewRedis(prdb, core.WithReplicaAck(1, 50*time.Millisecond))
+	defer other.Close()
+	_, err = other.TryLock(ctx, "other")
+	if !errors.Is(err, core.ErrReplicaAck) {
+		t.Fatalf("with the replica down: got %v, want ErrReplicaAck", err)
+	}
+	if n, _ := prdb.Exists(ctx, "latchkey:{other}").Result(); n != 0 {
+		t.Fatal("an unacknowledged lease was left on the primary")
+	}
+	select { // renewals can no longer be acknowledged: the holder is told
+	case <-l.Lost():
+		if !errors.Is(l.Err(), core.ErrReplicaAck) {
+			t.Fatalf("lost for another reason: %v", l.Err())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("renewals without acknowledgement did not end the lease")
+	}
+	bad := core.NewRedis(prdb, core.WithReplicaAck(-1, 0))
+	defer bad.Close()
+	if _, err := bad.TryLock(ctx, "x"); !errors.Is(err, core.ErrInvalidOption) {
+		t.Fatalf("bad WithReplicaAck: %v", err)
+	}
 }
