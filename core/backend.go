@@ -79,6 +79,7 @@ type backend interface {
 	// records, for internal/records
 	setRecord(ctx context.Context, key, value string, ttl time.Duration) error
 	getRecord(ctx context.Context, key string) (string, bool, error)
+	claimRecord(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
 }
 
 // Info describes a lock key for operators; see Client.Inspect.

@@ -233,6 +233,17 @@ func (m *memoryBackend) getRecord(_ context.Context, key string) (string, bool, 
 	return ml.value, ok, nil
 }
 
+func (m *memoryBackend) claimRecord(_ context.Context, key, value string, ttl time.Duration) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	if _, ok := m.live(key, now); ok {
+		return false, nil
+	}
+	m.leases[key] = memLease{value: value, expires: now.Add(ttl)}
+	return true, nil
+}
+
 // Notifications need no subscription in memory: they flow at once.
 func (m *memoryBackend) subscribe(_ context.Context, channel string) error {
 	m.nt.confirm(channel)

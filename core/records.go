@@ -44,3 +44,13 @@ func (r recordStore) Get(ctx context.Context, key string) (string, bool, error) 
 	}
 	return r.c.be.getRecord(ctx, r.c.names(key).lease+":rec")
 }
+
+func (r recordStore) Claim(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if err := r.check(key); err != nil {
+		return false, err
+	}
+	if ttl < time.Millisecond {
+		return false, fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
+	}
+	return r.c.be.claimRecord(ctx, r.c.names(key).lease+":rec", value, ttl)
+}

@@ -278,6 +278,10 @@ func (b *redisBackend) getRecord(ctx context.Context, key string) (string, bool,
 	return v, err == nil, err
 }
 
+func (b *redisBackend) claimRecord(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	return b.rdb.SetNX(ctx, key, value, ttl).Result()
+}
+
 func (b *redisBackend) subscribe(ctx context.Context, channel string) error {
 	return b.ps.subscribe(ctx, channel)
 }

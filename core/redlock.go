@@ -538,3 +538,33 @@ func (b *redlockBackend) getRecord(ctx context.Context, key string) (string, boo
 	}
 	return best, n > 0, nil
 }
+
+// unclaimScript deletes a claim only if it still holds our value.
+var unclaimScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+func (b *redlockBackend) claimRecord(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	var won []int
+	var failed []nodeReply
+	b.fanout(ctx, nodeTimeout(ttl), func(ctx context.Context, i int) nodeReply {
+		ok, err := b.nodes[i].claimRecord(ctx, key, value, ttl)
+		return nodeReply{ok: ok, err: err}
+	}, func(r nodeReply) bool {
+		switch {
+		case r.err != nil:
+			failed = append(failed, r)
+		case r.ok:
+			won = append(won, r.i)
+		}
+		return false
+	})
+	if len(won) >= b.quorum {
+		return true, nil
+	}
+	for _, i := range won { // give back a minority claim
+		unclaimScript.Run(context.WithoutCancel(ctx), b.nodes[i].rdb, []string{key}, value)
+	}
+	if len(failed) > len(b.nodes)-b.quorum {
+		return false, b.quorumError("claim", len(won), failed)
+	}
+	return false, nil
+}

@@ -16,6 +16,11 @@ type Store interface {
 	Set(ctx context.Context, key, value string, ttl time.Duration) error
 	// Get returns the value under key; ok is false when there is none.
 	Get(ctx context.Context, key string) (value string, ok bool, err error)
+	// Claim stores value under key for ttl only if key holds nothing, and
+	// reports whether it did: a one-shot claim (a cron tick) that is never
+	// released, expires by itself, and carries no fence. On Redlock a claim
+	// needs a majority of nodes.
+	Claim(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
 }
 
 // Of returns the record store of a *core.Client (given as any to avoid an

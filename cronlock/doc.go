@@ -1,0 +1,70 @@
+// Package cronlock makes a named robfig/cron/v3 job run at most once per
+// scheduled tick across every node that schedules it on the same Redis —
+// however fast the job, and while the nodes' clocks disagree by less than
+// an interval — and exactly once when a node fires the tick, Redis answers
+// and the previous run has finished.
+//
+// Every node runs the same binary with its own cron.Cron and its own
+// Locker, and adds the job under the same name:
+//
+//	client := core.NewRedis(rdb)                      // one per process
+//	l := cronlock.New(client, cronlock.WithSeconds())
+//	c := cron.New(cron.WithSeconds())
+//	_, err := l.AddFunc(c, "0 0 3 * * *", "report:daily", func(ctx context.Context) error {
+//		tick, _ := cronlock.TickFromContext(ctx)
+//		return buildReport(ctx, tick.Planned) // ctx ends if the lease is lost
+//	})
+//	c.Start()
+//
+// AddFunc is Job plus the scheduling; this:
+//
+//	l.AddFunc(c, spec, name, fn)
+//
+// is equivalent to:
+//
+//	sched, _ := parser.Parse(spec)
+//	job, _ := l.Job(name, sched, fn)
+//	c.Schedule(cronlock.Aligned(sched), job)
+//
+// # How a tick runs once
+//
+// A tick is named by the job name and its planned fire time, derived from
+// the schedule — the last fire time at or before the node's clock, and for
+// "@every d" the epoch-aligned interval index — never from the moment the
+// job happened to start. Its claim, the record
+// "cron:<name>:<planned unix>", is set only if absent and never released: it
+// expires, counted by Redis, one min hold (WithMinHold, default one
+// interval) after the next fire time. So a node whose clock runs ahead and
+// whose job takes a millisecond leaves the tick claimed for the node whose
+// clock lags; that node plans the same tick, finds it claimed and skips.
+// This is where lock-per-job designs (gocron's Locker, ShedLock without
+// lockAtLeastFor) run a tick twice.
+//
+// A second lock, the running lease "cron:<name>:running", is held while the
+// job runs and renewed by the core watchdog. A tick that arrives while a
+// previous run still holds it is skipped (default) or waits until the next
+// fire time (WithOverlap). If the lease is lost — the node stalled past its
+// TTL, Redis lost the key — the job's context is cancelled with a cause
+// matching core.ErrLost; WithMaxHold cancels it with ErrMaxHold.
+//
+// # When things fail
+//
+// Redis unreachable: the tick is skipped on this node and the error logged
+// (fail closed); WithFailOpen(true) runs it without the lock instead. A
+// job's error or panic is logged through the cron.Logger (WithLogger) and
+// kept in the record that LastRun reads from any node; a panic never
+// reaches the cron. Names are checked when the job is made: empty, longer
+// than MaxNameLen or with control characters is ErrInvalidName.
+//
+// # What it cannot do
+//
+// Ticks that no node fires — every node down, or every node's process
+// stalled through the tick — are not run later: robfig/cron does not catch
+// up, and neither does this. A Redis that loses its data (restart without
+// persistence, failover to a replica that missed the write) forgets the
+// claims of recent ticks, so a node with a lagging clock may run such a
+// tick again; use the Tick's Fence for writes that must not repeat. Nodes
+// must agree on the schedule's time zone (CRON_TZ= in the spec, or the same
+// cron.WithLocation) — a tick is a point in time, and "03:00" in two zones
+// is two ticks.
+package cronlock

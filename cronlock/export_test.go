@@ -1,0 +1,4 @@
+package cronlock
+
+// Plan exposes plan to the external tests.
+var Plan = plan

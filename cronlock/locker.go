@@ -1,0 +1,208 @@
+package cronlock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/records"
+	"github.com/robfig/cron/v3"
+)
+
+// A Locker makes cron jobs run once per tick across the nodes that share
+// its Redis. Create one per node (per process) on that node's
+// *core.Client; it is safe for concurrent use, keeps no goroutines of its
+// own and needs no closing. Its locks and records live under the Client's
+// key prefix (core.WithKeyPrefix):
+//
+//	cron:<name>:<planned unix>   the claim of one tick (a record set only if
+//	                             absent; never released; expires)
+//	cron:<name>:running          the running lease (renewed while the job runs)
+//	cron:<name>:last             the LastRun record
+//
+// On Redis these are "<prefix>:{<key>}" (plus ":fence" for the core fence
+// counter and ":rec" for records).
+//
+// Closing the core.Client cancels the contexts of the jobs still running
+// (their leases are lost) and stops further ticks from running on this
+// node. Stop the cron first: ctx := c.Stop(); client.Close(); <-ctx.Done().
+type Locker struct {
+	client *core.Client
+	store  records.Store
+	cfg    config
+	err    error // the first invalid option, or ErrNilClient
+}
+
+// New returns a Locker on client. New does no I/O. Invalid options, and a
+// nil client, are reported by AddFunc, Job and LastRun.
+func New(client *core.Client, opts ...Option) *Locker {
+	l := &Locker{client: client, cfg: defaultConfig()}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&l.cfg)
+		}
+	}
+	switch {
+	case client == nil:
+		l.err = ErrNilClient
+	case l.cfg.err != nil:
+		l.err = l.cfg.err
+	default:
+		l.store = records.Of(client)
+	}
+	return l
+}
+
+// AddFunc schedules fn on c under name: spec is parsed with the Locker's
+// parser (WithParser, WithSeconds), and every tick runs fn on at most one
+// of the nodes that add the same name — see Job for how. It returns c's
+// entry ID, or an error matching ErrInvalidName, ErrInvalidSchedule,
+// ErrInvalidOption or ErrNilClient (and then schedules nothing).
+//
+// This:
+//
+//	id, err := l.AddFunc(c, spec, name, fn)
+//
+// is equivalent to:
+//
+//	sched, err := parser.Parse(spec)
+//	job, err := l.Job(name, sched, fn) // with c.Location() as WithLocation
+//	id := c.Schedule(cronlock.Aligned(sched), job)
+//
+// so an "@every d" spec fires on every node at the same epoch-aligned
+// times (see Aligned), not d after each node's cron started. The job goes
+// through c's chain (cron.WithChain) like any other.
+func (l *Locker) AddFunc(c *cron.Cron, spec, name string, fn func(ctx context.Context) error) (cron.EntryID, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	if c == nil {
+		return 0, fmt.Errorf("%w: nil *cron.Cron", ErrInvalidOption)
+	}
+	if err := validName(name); err != nil {
+		return 0, err
+	}
+	sched, err := l.cfg.parser.Parse(spec)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %q: %w", ErrInvalidSchedule, spec, err)
+	}
+	j, err := l.newJob(name, sched, fn, c.Location())
+	if err != nil {
+		return 0, err
+	}
+	return c.Schedule(Aligned(sched), j), nil
+}
+
+// Job returns a cron.Job that runs fn under name at most once per tick of
+// schedule across every node that runs a job of the same name on the same
+// Redis. Schedule it with c.Schedule(cronlock.Aligned(schedule), job), on a
+// cron in the Locker's location (WithLocation).
+//
+// Each Run:
+//
+//  1. derives the tick's planned fire time from the schedule and the clock
+//     (see Aligned; "@every d" uses the epoch-aligned interval index), not
+//     from when Run happened to be called;
+//  2. claims the tick: a set-if-absent record "cron:<name>:<planned unix>"
+//     (one SET NX), whose TTL — counted by Redis — runs until the next fire
+//     time plus the min hold (WithMinHold). The claim is never released, so
+//     a fast job on a node whose clock runs ahead cannot let a node whose
+//     clock lags run the same tick again. A node that loses the claim skips;
+//  3. takes the running lease "cron:<name>:running", renewed by the core
+//     watchdog, so that a tick arriving while the previous run still runs
+//     is skipped or waits (WithOverlap);
+//  4. calls fn with a context that is cancelled when the running lease is
+//     lost (cause matching core.ErrLost) or the max hold passes (cause
+//     ErrMaxHold), and carries the Tick (TickFromContext);
+//  5. records the run for LastRun, logs an error or a panic through the
+//     cron.Logger (a panic never reaches the cron), and releases the
+//     running lease.
+//
+// When Redis cannot be reached the tick is skipped and logged, or run
+// without the lock with WithFailOpen(true). Job returns an error matching
+// ErrInvalidName, ErrInvalidSchedule, ErrInvalidOption or ErrNilClient
+// instead of a job that could never work.
+func (l *Locker) Job(name string, schedule cron.Schedule, fn func(ctx context.Context) error) (cron.Job, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	return l.newJob(name, schedule, fn, l.cfg.location)
+}
+
+// job is the cron.Job that Job and AddFunc return.
+type job struct {
+	l       *Locker
+	name    string
+	sched   cron.Schedule // aligned
+	loc     *time.Location
+	fn      func(context.Context) error
+	runKey  string
+	lastKey string
+}
+
+func (l *Locker) newJob(name string, schedule cron.Schedule, fn func(context.Context) error, loc *time.Location) (*job, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("%w: nil func for job %q", ErrInvalidOption, name)
+	}
+	if isNilSchedule(schedule) {
+		return nil, fmt.Errorf("%w: nil schedule for job %q", ErrInvalidSchedule, name)
+	}
+	if loc == nil {
+		loc = time.Local
+	}
+	sched := Aligned(schedule)
+	if sched.Next(l.cfg.clock().In(loc)).IsZero() {
+		return nil, fmt.Errorf("%w: job %q never fires", ErrInvalidSchedule, name)
+	}
+	return &job{
+		l: l, name: name, sched: sched, loc: loc, fn: fn,
+		runKey: "cron:" + name + ":running", lastKey: lastKey(name),
+	}, nil
+}
+
+func isNilSchedule(s cron.Schedule) bool {
+	switch v := s.(type) {
+	case nil:
+		return true
+	case *cron.SpecSchedule:
+		return v == nil
+	case *cron.ConstantDelaySchedule:
+		return v == nil
+	}
+	return false
+}
+
+// Run runs one tick; see Locker.Job.
+func (j *job) Run() {
+	now := j.l.cfg.clock().In(j.loc)
+	planned, next, err := plan(j.sched, now)
+	if err != nil {
+		j.l.cfg.logger.Error(err, "cannot plan tick", "job", j.name, "now", now, "node", j.l.cfg.node)
+		return
+	}
+	j.tick(planned, next)
+}
+
+// claimKey is the lock key of the tick planned at p.
+func (j *job) claimKey(p time.Time) string {
+	s := strconv.FormatInt(p.Unix(), 10)
+	if ns := p.Nanosecond(); ns != 0 {
+		s += fmt.Sprintf(".%09d", ns)
+	}
+	return "cron:" + j.name + ":" + s
+}
+
+func lastKey(name string) string { return "cron:" + name + ":last" }
+
+// validName checks a job name.
+func validName(name string) error {
+	if why := validText(name, MaxNameLen); why != "" {
+		return fmt.Errorf("%w: %q: %s", ErrInvalidName, name, why)
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package cronlock
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// A Run describes one run of a job, as LastRun reads it. All nodes share
+// the record: it lives on the same Redis as the locks.
+type Run struct {
+	// Name is the job's name.
+	Name string `json:"name"`
+	// Node is the node that ran it (WithNodeID).
+	Node string `json:"node"`
+	// Planned is the tick the run served: the schedule's fire time, the
+	// same on every node.
+	Planned time.Time `json:"planned"`
+	// Start is when the job function was called, by the running node's
+	// clock.
+	Start time.Time `json:"start"`
+	// Duration is how long the job function ran (0 while Running).
+	Duration time.Duration `json:"duration"`
+	// Error is the job's error text, "" on success. It also tells of a
+	// panic (ErrPanic), a lost running lease (core.ErrLost) and the max
+	// hold (ErrMaxHold).
+	Error string `json:"error,omitempty"`
+	// Running is true from the start of the run until its end is recorded.
+	Running bool `json:"running,omitempty"`
+	// Fence is the running lease's fencing token, strictly increasing per
+	// job; 0 for a run without the lock (WithFailOpen while Redis was down).
+	Fence int64 `json:"fence,omitempty"`
+}
+
+// lastRunRetention is how long a LastRun record is kept at least; a job
+// that runs less often keeps its record three intervals.
+const lastRunRetention = 30 * 24 * time.Hour
+
+// LastRun returns the record of the job's latest run on any node: its
+// start is written when the job function is called (Running true) and
+// replaced by the outcome when it returns, before the running lease is
+// released. It returns ErrNoRun when there is none (never ran, or not in
+// the last 30 days or three intervals, whichever is longer).
+func (l *Locker) LastRun(ctx context.Context, name string) (Run, error) {
+	if l.err != nil {
+		return Run{}, l.err
+	}
+	if err := validName(name); err != nil {
+		return Run{}, err
+	}
+	v, ok, err := l.store.Get(ctx, lastKey(name))
+	if err != nil {
+		return Run{}, fmt.Errorf("cronlock: last run of %q: %w", name, err)
+	}
+	if !ok {
+		return Run{}, fmt.Errorf("%w: %q", ErrNoRun, name)
+	}
+	var r Run
+	if err := json.Unmarshal([]byte(v), &r); err != nil {
+		return Run{}, fmt.Errorf("cronlock: last run of %q: malformed record: %w", name, err)
+	}
+	return r, nil
+}
+
+// record stores r as the job's last run.
+func (j *job) record(r Run, interval time.Duration) {
+	b, err := json.Marshal(r)
+	if err != nil { // cannot happen: plain fields
+		j.l.cfg.logger.Error(err, "cannot record run", "job", j.name)
+		return
+	}
+	ttl := lastRunRetention
+	if 3*interval > ttl {
+		ttl = 3 * interval
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if err := j.l.store.Set(ctx, j.lastKey, string(b), ttl); err != nil {
+		j.l.cfg.logger.Error(err, "cannot record run", "job", j.name, "planned", r.Planned, "node", j.l.cfg.node)
+	}
+}

@@ -1,0 +1,243 @@
+package cronlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/latchkey/latchkey/core"
+)
+
+// A Tick tells a job function which tick it serves.
+type Tick struct {
+	// Name is the job's name.
+	Name string
+	// Planned is the tick's fire time from the schedule — the same on
+	// every node, whatever its clock or its start time. Use it, not
+	// time.Now, to name what the run produces ("the report of 03:00").
+	Planned time.Time
+	// Node is this node's ID (WithNodeID).
+	Node string
+	// Fence is the running lease's fencing token; it strictly increases
+	// from run to run of the job across all nodes. Pass it with writes the
+	// job makes so that storage can reject a run that lost its lease. 0
+	// when Locked is false.
+	Fence int64
+	// Locked is false only for a run without claim or lease because Redis
+	// could not be reached and the Locker fails open (WithFailOpen).
+	Locked bool
+}
+
+type tickKey struct{}
+
+// TickFromContext returns the Tick of a job function's context; ok is
+// false for any other context.
+func TickFromContext(ctx context.Context) (t Tick, ok bool) {
+	t, ok = ctx.Value(tickKey{}).(Tick)
+	return t, ok
+}
+
+// tick runs the tick planned at planned; next is the fire time after it.
+func (j *job) tick(planned, next time.Time) {
+	l := j.l
+	kv := []any{"job", j.name, "planned", planned, "node", l.cfg.node}
+	var interval time.Duration
+	if !next.IsZero() {
+		interval = next.Sub(planned)
+	}
+	claimTTL := interval + l.minHold(interval)
+	if claimTTL < time.Second {
+		claimTTL = time.Second
+	}
+
+	locked := true
+	ok, err := j.claim(j.claimKey(planned), claimTTL)
+	switch {
+	case err != nil:
+		if !j.degrade(err, "claim", kv) {
+			return
+		}
+		locked = false
+	case !ok:
+		l.cfg.logger.Info("skip", with(kv, "reason", "tick claimed by another run")...)
+		return
+	}
+	var lease *core.Lock
+	if locked {
+		lease, ok, err = j.acquireRunning(planned, next)
+		switch {
+		case err != nil:
+			if !j.degrade(err, "running lease", kv) {
+				return
+			}
+		case !ok:
+			l.cfg.logger.Info("skip", with(kv, "reason", "previous run still running", "overlap", l.cfg.overlap.String())...)
+			return
+		}
+	}
+	j.execute(planned, interval, lease, kv)
+}
+
+// minHold is the claim's lifetime past the next fire time.
+func (l *Locker) minHold(interval time.Duration) time.Duration {
+	switch {
+	case l.cfg.minHoldSet:
+		return l.cfg.minHold
+	case interval > 0:
+		return interval
+	}
+	return 24 * time.Hour // a last tick: keep its claim a day
+}
+
+// claim takes the tick: one SET NX with a TTL counted by Redis, never
+// released, carrying this node's ID. ok is false when another node has it.
+// A claim is not a lock: it needs no fence and no renewal, and survives the
+// node's shutdown.
+func (j *job) claim(key string, ttl time.Duration) (ok bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	ok, err = j.l.store.Claim(ctx, key, j.l.cfg.node, ttl)
+	if err != nil {
+		return false, fmt.Errorf("cronlock: claim tick: %w", err)
+	}
+	return ok, nil
+}
+
+// acquireRunning takes the running lease: at once (OverlapSkip) or waiting
+// until the next fire time (OverlapWait). ok is false when the previous
+// run still holds it.
+func (j *job) acquireRunning(planned, next time.Time) (h *core.Lock, ok bool, err error) {
+	l := j.l
+	opts := []core.LockOption{
+		core.WithTTL(l.cfg.leaseTTL),
+		core.WithMetadata(l.cfg.node + " " + planned.UTC().Format(time.RFC3339Nano)),
+	}
+	var wait time.Duration
+	if l.cfg.overlap == OverlapWait {
+		wait = 24 * time.Hour
+		if !next.IsZero() {
+			wait = next.Sub(l.cfg.clock())
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(wait, 0)+opTimeout)
+	defer cancel()
+	if wait > 0 {
+		h, err = l.client.Lock(ctx, j.runKey, append(opts, core.WithWaitTimeout(wait))...)
+	} else {
+		h, err = l.client.TryLock(ctx, j.runKey, opts...)
+	}
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, core.ErrNotAcquired) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return h, true, nil
+}
+
+// degrade decides what a failure to lock does to the tick: true runs the
+// job without the lock (fail open), false skips the tick.
+func (j *job) degrade(err error, step string, kv []any) bool {
+	log := j.l.cfg.logger
+	kv = with(kv, "step", step)
+	switch {
+	case errors.Is(err, core.ErrClosed):
+		log.Info("skip", with(kv, "reason", "core client closed")...)
+		return false
+	case errors.Is(err, core.ErrInvalidKey), errors.Is(err, core.ErrInvalidTTL),
+		errors.Is(err, core.ErrInvalidOption), errors.Is(err, core.ErrNilClient):
+		log.Error(err, "skip: cannot lock", kv...)
+		return false
+	case j.l.cfg.failOpen:
+		log.Error(err, "redis unreachable: running without the lock (fail open)", kv...)
+		return true
+	}
+	log.Error(err, "redis unreachable: tick skipped (fail closed)", kv...)
+	return false
+}
+
+// execute calls the job function under lease (nil: without the lock),
+// records the run, logs its outcome and releases the lease.
+func (j *job) execute(planned time.Time, interval time.Duration, lease *core.Lock, kv []any) {
+	l := j.l
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	if l.cfg.maxHold > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, l.cfg.maxHold, fmt.Errorf("%w (%v)", ErrMaxHold, l.cfg.maxHold))
+		defer stop()
+	}
+	t := Tick{Name: j.name, Planned: planned, Node: l.cfg.node}
+	done := make(chan struct{})
+	var watcher sync.WaitGroup
+	if lease != nil {
+		t.Fence, t.Locked = lease.Fence(), true
+		watcher.Go(func() {
+			select {
+			case <-lease.Lost():
+				cancel(lease.Err())
+			case <-done:
+			}
+		})
+	}
+	ctx = context.WithValue(ctx, tickKey{}, t)
+
+	run := Run{Name: j.name, Node: l.cfg.node, Planned: planned, Start: l.cfg.clock(), Running: true, Fence: t.Fence}
+	j.record(run, interval)
+	began := time.Now()
+	stack, err := j.call(ctx)
+	run.Duration = time.Since(began)
+	close(done)
+	watcher.Wait()
+
+	if lease != nil {
+		if lost := lease.Err(); lost != nil && !errors.Is(err, core.ErrLost) {
+			err = errors.Join(err, lost)
+		}
+	}
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, ErrMaxHold) && !errors.Is(err, ErrMaxHold) {
+		err = errors.Join(err, cause)
+	}
+	run.Running = false
+	if err != nil {
+		run.Error = err.Error()
+	}
+	j.record(run, interval) // before the release: the next run's record comes after
+	if lease != nil {
+		if rel := lease.Release(context.Background()); rel != nil && lease.Err() == nil {
+			l.cfg.logger.Error(rel, "cannot release running lease", kv...)
+		}
+	}
+	switch {
+	case stack != nil:
+		l.cfg.logger.Error(err, "job panicked", with(kv, "stack", string(stack))...)
+	case err != nil:
+		l.cfg.logger.Error(err, "job failed", with(kv, "duration", run.Duration)...)
+	default:
+		l.cfg.logger.Info("ran", with(kv, "duration", run.Duration, "fence", t.Fence)...)
+	}
+}
+
+// call runs the job function, turning a panic into an error and a stack.
+func (j *job) call(ctx context.Context) (stack []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stack = debug.Stack()
+			if e, ok := r.(error); ok {
+				err = fmt.Errorf("%w: %w", ErrPanic, e)
+			} else {
+				err = fmt.Errorf("%w: %v", ErrPanic, r)
+			}
+		}
+	}()
+	return nil, j.fn(ctx)
+}
+
+// with returns a new slice of kv followed by more.
+func with(kv []any, more ...any) []any {
+	out := make([]any, 0, len(kv)+len(more))
+	return append(append(out, kv...), more...)
+}

@@ -1,0 +1,155 @@
+package cronlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/cronlock"
+	"github.com/robfig/cron/v3"
+)
+
+func noop(context.Context) error { return nil }
+
+// TestInvalidNames: bad names are refused by AddFunc, Job and LastRun.
+func TestInvalidNames(t *testing.T) {
+	client := core.NewMemory()
+	t.Cleanup(func() { client.Close() })
+	l := cronlock.New(client)
+	c := cron.New()
+	for _, name := range []string{
+		"",
+		strings.Repeat("x", cronlock.MaxNameLen+1),
+		"daily\nreport",
+		"nul\x00",
+		"tab\tname",
+		"del\x7f",
+		"c1\u0085control",
+		"bad\xffutf8",
+	} {
+		if _, err := l.AddFunc(c, "@hourly", name, noop); !errors.Is(err, cronlock.ErrInvalidName) {
+			t.Errorf("AddFunc(%q) = %v, want ErrInvalidName", name, err)
+		}
+		if _, err := l.Job(name, cron.Every(time.Minute), noop); !errors.Is(err, cronlock.ErrInvalidName) {
+			t.Errorf("Job(%q) = %v, want ErrInvalidName", name, err)
+		}
+		if _, err := l.LastRun(context.Background(), name); !errors.Is(err, cronlock.ErrInvalidName) {
+			t.Errorf("LastRun(%q) = %v, want ErrInvalidName", name, err)
+		}
+	}
+	if n := len(c.Entries()); n != 0 {
+		t.Errorf("%d entries scheduled despite errors", n)
+	}
+	for _, name := range []string{"report:daily", "日報", "with space", strings.Repeat("x", cronlock.MaxNameLen)} {
+		if _, err := l.Job(name, cron.Every(time.Minute), noop); err != nil {
+			t.Errorf("Job(%q) = %v", name, err)
+		}
+	}
+}
+
+// nonAdvancing is a broken schedule whose Next does not move forward.
+type nonAdvancing struct{}
+
+func (nonAdvancing) Next(t time.Time) time.Time { return t.Truncate(time.Hour) }
+
+// TestInvalidOptions: a nil client and invalid options make AddFunc, Job
+// and LastRun fail, never panic.
+func TestInvalidOptions(t *testing.T) {
+	client := core.NewMemory()
+	t.Cleanup(func() { client.Close() })
+	tests := []struct {
+		name   string
+		l      *cronlock.Locker
+		target error
+	}{
+		{"nil-client", cronlock.New(nil), cronlock.ErrNilClient},
+		{"negative-min-hold", cronlock.New(client, cronlock.WithMinHold(-time.Second)), cronlock.ErrInvalidOption},
+		{"negative-max-hold", cronlock.New(client, cronlock.WithMaxHold(-time.Second)), cronlock.ErrInvalidOption},
+		{"zero-lease-ttl", cronlock.New(client, cronlock.WithLeaseTTL(0)), cronlock.ErrInvalidOption},
+		{"bad-node-id", cronlock.New(client, cronlock.WithNodeID("a\nb")), cronlock.ErrInvalidOption},
+		{"unknown-overlap", cronlock.New(client, cronlock.WithOverlap(cronlock.Overlap(7))), cronlock.ErrInvalidOption},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := tt.l.AddFunc(cron.New(), "@hourly", "job", noop); !errors.Is(err, tt.target) {
+				t.Errorf("AddFunc = %v, want %v", err, tt.target)
+			}
+			if _, err := tt.l.Job("job", cron.Every(time.Minute), noop); !errors.Is(err, tt.target) {
+				t.Errorf("Job = %v, want %v", err, tt.target)
+			}
+			if _, err := tt.l.LastRun(context.Background(), "job"); !errors.Is(err, tt.target) {
+				t.Errorf("LastRun = %v, want %v", err, tt.target)
+			}
+		})
+	}
+}
+
+// TestInvalidJobs: a nil func, cron or schedule, and specs that cannot be
+// planned, are errors from AddFunc and Job.
+func TestInvalidJobs(t *testing.T) {
+	client := core.NewMemory()
+	t.Cleanup(func() { client.Close() })
+	l := cronlock.New(client)
+	addFunc := []struct {
+		name   string
+		cron   *cron.Cron
+		spec   string
+		fn     func(context.Context) error
+		target error
+	}{
+		{"nil-func", cron.New(), "@hourly", nil, cronlock.ErrInvalidOption},
+		{"nil-cron", nil, "@hourly", noop, cronlock.ErrInvalidOption},
+		{"bad-spec", cron.New(), "every day", noop, cronlock.ErrInvalidSchedule},
+		{"seconds-spec-on-standard-parser", cron.New(), "*/5 * * * * *", noop, cronlock.ErrInvalidSchedule},
+		{"never-fires", cron.New(), "0 0 30 2 *", noop, cronlock.ErrInvalidSchedule},
+	}
+	for _, tt := range addFunc {
+		t.Run("AddFunc/"+tt.name, func(t *testing.T) {
+			if _, err := l.AddFunc(tt.cron, tt.spec, "job", tt.fn); !errors.Is(err, tt.target) {
+				t.Errorf("AddFunc = %v, want %v", err, tt.target)
+			}
+		})
+	}
+	job := []struct {
+		name   string
+		sched  cron.Schedule
+		fn     func(context.Context) error
+		target error
+	}{
+		{"nil-func", cron.Every(time.Minute), nil, cronlock.ErrInvalidOption},
+		{"nil-schedule", nil, noop, cronlock.ErrInvalidSchedule},
+		{"nil-spec-schedule", (*cron.SpecSchedule)(nil), noop, cronlock.ErrInvalidSchedule},
+		{"nil-every-schedule", (*cron.ConstantDelaySchedule)(nil), noop, cronlock.ErrInvalidSchedule},
+	}
+	for _, tt := range job {
+		t.Run("Job/"+tt.name, func(t *testing.T) {
+			if _, err := l.Job("job", tt.sched, tt.fn); !errors.Is(err, tt.target) {
+				t.Errorf("Job = %v, want %v", err, tt.target)
+			}
+		})
+	}
+}
+
+// TestPlanBrokenSchedule: a schedule whose Next does not advance is an
+// error at the tick, logged, and the job does not run.
+func TestPlanBrokenSchedule(t *testing.T) {
+	client := core.NewMemory()
+	t.Cleanup(func() { client.Close() })
+	logs := &logRec{}
+	l := cronlock.New(client, cronlock.WithLogger(logs))
+	j, err := l.Job("broken", nonAdvancing{}, func(context.Context) error {
+		t.Error("ran")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Run()
+	entries := logs.find("cannot plan tick")
+	if len(entries) != 1 || !errors.Is(entries[0].err, cronlock.ErrInvalidSchedule) {
+		t.Fatalf("log: %s", logs)
+	}
+}

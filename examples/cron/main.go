@@ -1,0 +1,134 @@
+// Command cron shows cronlock: three nodes — each with its own cron.Cron,
+// core.Client and cronlock.Locker, as three processes would have — run the
+// same two jobs. Every tick of "report" runs on exactly one of them; the
+// slow "settle" job keeps its running lease past the next tick, so that
+// tick is skipped instead of overlapping.
+//
+//	go run ./examples/cron                      # embedded miniredis
+//	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/cron
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"sync"
+	"time"
+
+	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/cronlock"
+	"github.com/latchkey/latchkey/internal/demo"
+	"github.com/robfig/cron/v3"
+)
+
+const ticks = 4 // how many ticks of "report" to watch
+
+func main() {
+	rdb, where, cleanup, err := demo.Redis()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cleanup()
+	fmt.Println("using", where)
+	fmt.Println(`three nodes run "report" (@every 1s, instant) and "settle" (@every 1s, takes 1.5s)`)
+
+	var mu sync.Mutex // one printer for all nodes
+	say := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Printf(format+"\n", args...)
+	}
+	reported := make(chan struct{}, 16)
+
+	var crons []*cron.Cron
+	var lockers []*cronlock.Locker
+	for _, node := range []string{"node-a", "node-b", "node-c"} {
+		client := core.NewRedis(rdb, core.WithKeyPrefix("demo"))
+		defer client.Close()
+		l := cronlock.New(client, cronlock.WithNodeID(node), cronlock.WithLogger(skipPrinter{say}))
+		c := cron.New(cron.WithLocation(time.UTC))
+		_, err := l.AddFunc(c, "@every 1s", "report", func(ctx context.Context) error {
+			t, _ := cronlock.TickFromContext(ctx)
+			say("%s  report  ran on %s", t.Planned.Format("15:04:05"), t.Node)
+			reported <- struct{}{}
+			return nil
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		_, err = l.AddFunc(c, "@every 1s", "settle", func(ctx context.Context) error {
+			t, _ := cronlock.TickFromContext(ctx)
+			say("%s  settle  ran on %s, takes 1.5s", t.Planned.Format("15:04:05"), t.Node)
+			select {
+			case <-time.After(1500 * time.Millisecond):
+				return nil
+			case <-ctx.Done(): // the running lease was lost, or the client closed
+				return context.Cause(ctx)
+			}
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		crons = append(crons, c)
+		lockers = append(lockers, l)
+	}
+	for _, c := range crons {
+		c.Start()
+	}
+
+	timeout := time.After(ticks*time.Second + 3*time.Second)
+	for seen := 0; seen < ticks; seen++ {
+		select {
+		case <-reported:
+		case <-timeout:
+			log.Fatalf("only %d ticks of report in %v", seen, ticks*time.Second+3*time.Second)
+		}
+	}
+	for _, c := range crons {
+		<-c.Stop().Done() // waits for a settle run still going
+	}
+
+	ctx := context.Background()
+	for _, name := range []string{"report", "settle"} {
+		run, err := lockers[0].LastRun(ctx, name) // any node reads the shared record
+		if err != nil {
+			log.Fatal(err)
+		}
+		say("last run of %-6s: tick %s on %s, took %v, error %q", name,
+			run.Planned.UTC().Format("15:04:05"), run.Node, round(run.Duration), run.Error)
+	}
+}
+
+// round shortens a duration for printing.
+func round(d time.Duration) time.Duration {
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(time.Millisecond)
+}
+
+// skipPrinter is a cron.Logger that prints the skips worth seeing (a tick
+// whose previous run still runs) and every error.
+type skipPrinter struct{ say func(string, ...any) }
+
+func (p skipPrinter) Info(msg string, kv ...any) {
+	f := fields(kv)
+	if msg == "skip" && f["reason"] == "previous run still running" {
+		p.say("%s  %s  skipped by %s: the previous run still holds cron:%s:running",
+			f["planned"].(time.Time).UTC().Format("15:04:05"), f["job"], f["node"], f["job"])
+	}
+}
+
+func (p skipPrinter) Error(err error, msg string, kv ...any) {
+	p.say("error: %s: %v %v", msg, err, kv)
+}
+
+func fields(kv []any) map[string]any {
+	m := map[string]any{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if k, ok := kv[i].(string); ok {
+			m[k] = kv[i+1]
+		}
+	}
+	return m
+}
