@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type matrixOptions struct {
+	kind      string // smoke or full
+	rounds    int
+	drivers   []string
+	out       string
+	addrs     []string
+	spawn     int
+	exclusive bool
+	seed      uint64
+}
+
+// matrixSizes are the per-run operation counts and time bound of a matrix.
+type matrixSizes struct {
+	ping, pingIdle, serial, parallel, contended, think int
+	maxTime                                            time.Duration
+}
+
+var sizes = map[string]matrixSizes{
+	// smoke: the whole matrix in well under a minute.
+	"smoke": {ping: 3000, pingIdle: 300, serial: 2000, parallel: 5000, contended: 400, think: 200, maxTime: 15 * time.Second},
+	// full: the research harness's counts.
+	"full": {ping: 20000, pingIdle: 3000, serial: 10000, parallel: 20000, contended: 2000, think: 1000, maxTime: 60 * time.Second},
+}
+
+// matrixRuns lists one round of runs, each as command-line arguments.
+func matrixRuns(sz matrixSizes, drivers []string) [][]string {
+	n := strconv.Itoa
+	runs := [][]string{
+		{"-scenario", "ping", "-n", n(sz.ping)},
+		{"-scenario", "ping", "-idle", "1ms", "-n", n(sz.pingIdle)},
+	}
+	for _, d := range drivers {
+		runs = append(runs,
+			[]string{"-scenario", "serial", "-driver", d, "-n", n(sz.serial)},
+			[]string{"-scenario", "parallel", "-driver", d, "-n", n(sz.parallel)})
+	}
+	for _, d := range drivers {
+		if d == "raw" {
+			continue
+		}
+		// Paired serial runs only: in a saturated parallel run the drivers
+		// share one CPU budget, so pairing hides their cost differences.
+		for _, keys := range []string{"cycle", "goroutine"} {
+			runs = append(runs, []string{"-scenario", "serial", "-driver", d, "-pair", "raw", "-keys", keys, "-n", n(sz.serial)})
+		}
+	}
+	shapes := [][]string{
+		{"-workers", "8", "-n", n(sz.contended)},
+		{"-workers", "2", "-n", n(sz.contended)},
+		{"-workers", "2", "-think", "500us", "-n", n(sz.think)},
+		{"-workers", "8", "-think", "500us", "-n", n(sz.think)},
+	}
+	for _, shape := range shapes {
+		for _, d := range drivers {
+			base := append([]string{"-scenario", "contended", "-driver", d}, shape...)
+			runs = append(runs, base)
+			if registry[d].fastRetry {
+				runs = append(runs, append(append([]string{}, base...), "-retry", "1ms"))
+			}
+		}
+	}
+	return runs
+}
+
+func runMatrix(o matrixOptions) error {
+	sz, ok := sizes[o.kind]
+	if !ok {
+		return fmt.Errorf("unknown matrix %q (smoke or full)", o.kind)
+	}
+	if len(o.drivers) == 0 {
+		for _, d := range driverNames() {
+			if s := registry[d]; s.nodes == 1 && !s.optional {
+				o.drivers = append(o.drivers, d)
+			}
+		}
+	}
+	nodes := 1
+	for _, d := range o.drivers {
+		s, err := lookupDriver(d)
+		if err != nil {
+			return err
+		}
+		nodes = max(nodes, s.nodes)
+	}
+	if o.spawn > 0 {
+		srv, err := spawnServers(max(o.spawn, nodes))
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		o.addrs, o.exclusive = srv.addrs, true
+	} else if len(o.addrs) < nodes {
+		return fmt.Errorf("the drivers need %d Redis servers; give -addr a list or use -spawn", nodes)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	seed := o.seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	rng := rand.New(rand.NewPCG(seed, 0))
+	common := []string{"-json", "-addr", strings.Join(o.addrs, ","), "-max-time", sz.maxTime.String()}
+	if o.exclusive {
+		common = append(common, "-exclusive")
+	}
+
+	var outFile *os.File
+	if o.out != "" {
+		if outFile, err = os.OpenFile(o.out, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err != nil {
+			return err
+		}
+		defer outFile.Close()
+	}
+	started, core := time.Now(), coreRevision()
+	var results []Result
+	failures := 0
+	for round := 1; round <= o.rounds; round++ {
+		runs := matrixRuns(sz, o.drivers)
+		rng.Shuffle(len(runs), func(i, j int) { runs[i], runs[j] = runs[j], runs[i] })
+		for i, args := range runs {
+			t0 := time.Now()
+			r, err := runChild(exe, append(args, common...), sz.maxTime+60*time.Second)
+			fmt.Fprintf(os.Stderr, "[round %d/%d, run %d/%d] %s: %.1fs", round, o.rounds, i+1, len(runs),
+				strings.Join(args, " "), time.Since(t0).Seconds())
+			if err != nil {
+				failures++
+				fmt.Fprintf(os.Stderr, " FAILED: %v\n", err)
+				continue
+			}
+			fmt.Fprintln(os.Stderr)
+			results = append(results, r)
+			if outFile != nil {
+				line, _ := json.Marshal(r)
+				outFile.Write(append(line, '\n'))
+			}
+		}
+	}
+	meta := reportMeta{
+		when: started, elapsed: time.Since(started), kind: o.kind, rounds: o.rounds, seed: seed,
+		exclusive: o.exclusive, addr: o.addrs[0], failures: failures, core: core,
+	}
+	writeReport(os.Stdout, results, meta)
+	if failures > 0 {
+		return fmt.Errorf("%d runs failed", failures)
+	}
+	return nil
+}
+
+// runChild runs one scenario in its own process, so no run inherits another's
+// heap, goroutines or connections, and a hung run is killed by the timeout.
+func runChild(exe string, args []string, timeout time.Duration) (Result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var r Result
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		return Result{}, fmt.Errorf("bad output %q: %w", stdout.String(), err)
+	}
+	return r, nil
+}
