@@ -18,11 +18,13 @@ demo:
 		echo "==> $$d"; $(GO) run ./$$d || exit 1; echo; \
 	done
 
-## test: all tests under the race detector; server tests skip when absent
+## test: all tests under the race detector (-short: the fault-injection
+## suite is left to `make ci`); server tests skip when a server is absent
 test:
-	@for m in $(MODULES); do (cd $$m && echo "==> go test $$m" && $(GO) test $(TESTFLAGS) $(PKGS)) || exit 1; done
+	@for m in $(MODULES); do (cd $$m && echo "==> go test $$m" && $(GO) test -short $(TESTFLAGS) $(PKGS)) || exit 1; done
 
-## ci: vet, gofmt, tests with every server required, benchmark smoke run
+## ci: vet, gofmt, every test (fault injection included) with every server
+## required, benchmark smoke run
 ci: vet fmt-check
 	@for m in $(MODULES); do (cd $$m && echo "==> go test $$m (servers required)" && \
 		LATCHKEY_REQUIRE_SERVERS=1 $(GO) test $(TESTFLAGS) $(PKGS)) || exit 1; done

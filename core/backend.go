@@ -5,11 +5,12 @@ import (
 	"time"
 )
 
-// fenceRetention is how long an idle fence counter is kept. Every
-// acquisition and renewal refreshes it; when it is gone the next
-// acquisition seeds the counter from the server clock (microseconds), which
-// is above every fence handed out before, so fences keep rising while idle
-// keys cost no memory for ever.
+// fenceRetention is how long a fence counter lives from its seeding. When it
+// is gone the next acquisition seeds it again from the server clock in
+// microseconds, which is above every fence handed out before (a counter
+// gains one per acquisition, the clock a million per second), so fences
+// keep rising while idle keys cost no memory for ever and no acquisition
+// pays for refreshing an expiry.
 const fenceRetention = 24 * time.Hour
 
 // names are the storage names of one lock key. They share the hash tag

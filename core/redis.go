@@ -16,8 +16,12 @@ import (
 )
 
 var (
-	//go:embed scripts/common.lua
-	commonLua string
+	//go:embed scripts/lib_owns.lua
+	libOwns string
+	//go:embed scripts/lib_fence.lua
+	libFence string
+	//go:embed scripts/lib_queue.lua
+	libQueue string
 	//go:embed scripts/acquire.lua
 	acquireLua string
 	//go:embed scripts/acquire_fair.lua
@@ -31,11 +35,11 @@ var (
 	//go:embed scripts/fence_max.lua
 	fenceMaxLua string
 
-	// Each script is the shared helpers followed by its body.
-	acquireScript     = redis.NewScript(commonLua + acquireLua)
-	acquireFairScript = redis.NewScript(commonLua + acquireFairLua)
-	extendScript      = redis.NewScript(commonLua + extendLua)
-	releaseScript     = redis.NewScript(commonLua + releaseLua)
+	// Each script is the shared helpers it uses followed by its body.
+	acquireScript     = redis.NewScript(libOwns + libFence + acquireLua)
+	acquireFairScript = redis.NewScript(libOwns + libFence + libQueue + acquireFairLua)
+	extendScript      = redis.NewScript(libOwns + extendLua)
+	releaseScript     = redis.NewScript(libOwns + libFence + libQueue + releaseLua)
 	inspectScript     = redis.NewScript(inspectLua)
 	fenceMaxScript    = redis.NewScript(fenceMaxLua)
 
@@ -189,7 +193,7 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 	if b.ackN > 0 {
 		for i := range reqs {
 			r := &reqs[i]
-			cmd, acks, err := b.runAcked(ctx, r.n.lease, extendScript, r.keys(), []any{r.token, r.ttl.Milliseconds(), retentionArg})
+			cmd, acks, err := b.runAcked(ctx, r.n.lease, extendScript, r.keys(), []any{r.token, r.ttl.Milliseconds()})
 			if err != nil {
 				r.set(0, err)
 				continue
@@ -205,13 +209,13 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 	}
 	if len(reqs) == 1 {
 		r := &reqs[0]
-		r.set(extendScript.Run(ctx, b.rdb, r.keys(), r.token, r.ttl.Milliseconds(), retentionArg).Int64())
+		r.set(extendScript.Run(ctx, b.rdb, r.keys(), r.token, r.ttl.Milliseconds()).Int64())
 		return
 	}
 	cmds := make([]*redis.Cmd, len(reqs))
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range reqs {
-			cmds[i] = extendScript.EvalSha(ctx, p, r.keys(), r.token, r.ttl.Milliseconds(), retentionArg)
+			cmds[i] = extendScript.EvalSha(ctx, p, r.keys(), r.token, r.ttl.Milliseconds())
 		}
 		return nil
 	})
@@ -219,13 +223,13 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 		r := &reqs[i]
 		v, err := cmds[i].Int64()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			v, err = extendScript.Run(ctx, b.rdb, r.keys(), r.token, r.ttl.Milliseconds(), retentionArg).Int64()
+			v, err = extendScript.Run(ctx, b.rdb, r.keys(), r.token, r.ttl.Milliseconds()).Int64()
 		}
 		r.set(v, err)
 	}
 }
 
-func (r *extendReq) keys() []string { return []string{r.n.lease, r.n.fence} }
+func (r *extendReq) keys() []string { return []string{r.n.lease} }
 
 // set records the extend script's reply: 1 extended, 0 another owner, -1 gone.
 func (r *extendReq) set(v int64, err error) {

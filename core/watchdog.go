@@ -20,7 +20,8 @@ type watchdog struct {
 
 	mu      sync.Mutex
 	h       leaseHeap
-	kick    chan struct{} // capacity 1: the earliest due time moved
+	armedAt time.Time     // when the loop will look next (zero: idle, waits for a kick)
+	kick    chan struct{} // capacity 1: a lease is due before armedAt
 	started bool
 	stopped bool
 	stop    chan struct{}
@@ -62,13 +63,19 @@ func (w *watchdog) schedule(l *lease, due time.Time) bool {
 	} else {
 		heap.Push(&w.h, l)
 	}
-	first := w.h[0] == l
+	// Wake the loop only if it would otherwise look too late: a loop armed
+	// for an earlier time picks this lease up then. This keeps the hot path
+	// (acquire, release, acquire...) from waking a goroutine every time.
+	wake := w.armedAt.IsZero() || due.Before(w.armedAt)
+	if wake {
+		w.armedAt = due
+	}
 	if !w.started {
 		w.started = true
 		go w.run()
 	}
 	w.mu.Unlock()
-	if first {
+	if wake {
 		select {
 		case w.kick <- struct{}{}:
 		default:
@@ -118,18 +125,25 @@ func (w *watchdog) run() {
 			len(due) > 0 && w.h[0].autoRenew && !w.h[0].due.After(horizon)) {
 			due = append(due, heap.Pop(&w.h).(*lease))
 		}
-		wait := time.Hour
+		var wait time.Duration
 		if len(w.h) > 0 {
-			wait = w.h[0].due.Sub(now)
+			w.armedAt = w.h[0].due
+			wait = w.armedAt.Sub(now)
+		} else {
+			w.armedAt = time.Time{}
 		}
 		w.mu.Unlock()
 		if len(due) > 0 {
 			w.process(due)
 			continue
 		}
-		timer.Reset(wait)
+		var tick <-chan time.Time
+		if wait > 0 {
+			timer.Reset(wait)
+			tick = timer.C
+		}
 		select {
-		case <-timer.C:
+		case <-tick:
 		case <-w.kick:
 			if !timer.Stop() {
 				select {

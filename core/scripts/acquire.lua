@@ -3,15 +3,11 @@
 -- ARGV[1] token   ARGV[2] lease value (token, or token|metadata)
 -- ARGV[3] ttl ms  ARGV[4] fence counter retention ms
 -- Returns {1, fence} acquired, {2, fence} re-entered, {0, holder pttl ms} held.
-local v = redis.call('GET', KEYS[1])
-if v then
-  if owns(v, ARGV[1]) then
-    redis.call('PEXPIRE', KEYS[1], ARGV[3])
-    redis.call('PEXPIRE', KEYS[2], ARGV[4])
-    return {2, tonumber(redis.call('GET', KEYS[2]) or '0')}
-  end
-  return {0, redis.call('PTTL', KEYS[1])}
+if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) then
+  return {1, next_fence(KEYS[2], ARGV[4])}
 end
-local f = next_fence(KEYS[2], ARGV[4])
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return {1, f}
+if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return {2, tonumber(redis.call('GET', KEYS[2]) or '0')}
+end
+return {0, redis.call('PTTL', KEYS[1])}

@@ -23,7 +23,6 @@ local v = redis.call('GET', KEYS[1])
 if v then
   if owns(v, ARGV[1]) then
     redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-    redis.call('PEXPIRE', KEYS[2], ARGV[4])
     leave_queue(KEYS[3], KEYS[4], ARGV[1])
     return {2, tonumber(redis.call('GET', KEYS[2]) or '0')}
   end
