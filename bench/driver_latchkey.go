@@ -34,6 +34,26 @@ func init() {
 		about:    "latchkey core with WithFair(): FIFO queue, release grants to the head waiter",
 		open:     latchkeyOpener(core.WithFair()),
 	})
+	register(driverSpec{
+		name:     "latchkey-redlock5",
+		order:    33,
+		nodes:    5,
+		optional: true,
+		about:    "latchkey core.NewRedlock over 5 nodes",
+		open:     openLatchkeyRedlock,
+	})
+}
+
+func openLatchkeyRedlock(a openArgs) (Driver, error) {
+	var nodes []redis.UniversalClient
+	var clients []*redis.Client
+	for _, addr := range a.addrs {
+		c := newClient(addr, a.counter)
+		clients = append(clients, c)
+		nodes = append(nodes, c)
+	}
+	c := core.NewRedlock(nodes, core.WithTTL(a.ttl))
+	return &latchkeyDriver{rdb: clients[0], extra: clients[1:], c: c}, nil
 }
 
 func latchkeyOpener(opts ...core.Option) func(openArgs) (Driver, error) {
@@ -45,8 +65,9 @@ func latchkeyOpener(opts ...core.Option) func(openArgs) (Driver, error) {
 }
 
 type latchkeyDriver struct {
-	rdb *redis.Client
-	c   *core.Client
+	rdb   *redis.Client
+	extra []*redis.Client // Redlock's other nodes
+	c     *core.Client
 }
 
 func (d *latchkeyDriver) TryAcquire(ctx context.Context, key string) (Held, error) {
@@ -70,8 +91,10 @@ func (d *latchkeyDriver) Acquire(ctx context.Context, key string) (Held, error) 
 
 func (d *latchkeyDriver) Close() error {
 	err := d.c.Close()
-	if cerr := d.rdb.Close(); err == nil {
-		err = cerr
+	for _, rdb := range append([]*redis.Client{d.rdb}, d.extra...) {
+		if cerr := rdb.Close(); err == nil {
+			err = cerr
+		}
 	}
 	return err
 }

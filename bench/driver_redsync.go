@@ -27,6 +27,16 @@ func init() {
 		about:     "go-redsync/redsync/v4, one node; default retry delay 50-250 ms",
 		open:      openRedsync,
 	})
+	register(driverSpec{
+		name:      "redsync5",
+		order:     21,
+		nodes:     5,
+		optional:  true,
+		retry:     true,
+		fastRetry: true,
+		about:     "go-redsync/redsync/v4, Redlock over 5 nodes; default retry delay 50-250 ms",
+		open:      openRedsync,
+	})
 }
 
 type redsyncDriver struct {
