@@ -363,3 +363,20 @@ func TestReplicaAck(t *testing.T) {
 		t.Fatalf("bad WithReplicaAck: %v", err)
 	}
 }
+
+// A Sentinel group through redis.NewFailoverClient: the same contract.
+func TestSentinelConformance(t *testing.T) {
+	master := redistest.StartServer(t)
+	sentinel := redistest.StartSentinel(t, master, "lkmaster")
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    "lkmaster",
+		SentinelAddrs: []string{sentinel.Addr()},
+	})
+	t.Cleanup(func() { rdb.Close() })
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("through the sentinel: %v", err)
+	}
+	locktest.Run(t, func(t *testing.T) *core.Client {
+		return core.NewRedis(rdb, core.WithKeyPrefix(testPrefix()))
+	})
+}

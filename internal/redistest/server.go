@@ -3,9 +3,11 @@ package redistest
 import (
 	"errors"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -35,6 +37,7 @@ type Server struct {
 	logPath string   // stdout and stderr of every run
 	extra   []string // extra arguments from the caller
 	cluster bool     // started as a cluster node
+	monitor string   // sentinel mode: "<master name> <host> <port>"
 	port    int      // set before StartServer returns, then constant
 
 	mu     sync.Mutex
@@ -55,8 +58,23 @@ func StartServer(t testing.TB, extraArgs ...string) *Server {
 	return startServer(t, false, extraArgs)
 }
 
+// StartSentinel starts a Redis Sentinel on a free 127.0.0.1 port that
+// monitors master under the name masterName (quorum 1, the master deemed
+// down after 1 s), and waits until it answers. Stop and restart it like a
+// Server. Use it with redis.NewFailoverClient.
+func StartSentinel(t testing.TB, master *Server, masterName string) *Server {
+	t.Helper()
+	return startNode(t, false, masterName+" 127.0.0.1 "+strconv.Itoa(master.Port()), nil)
+}
+
 // startServer starts a server, as a cluster node if cluster is true.
 func startServer(t testing.TB, cluster bool, extraArgs []string) *Server {
+	t.Helper()
+	return startNode(t, cluster, "", extraArgs)
+}
+
+// startNode starts a server, a cluster node or a sentinel.
+func startNode(t testing.TB, cluster bool, monitor string, extraArgs []string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -69,6 +87,7 @@ func startServer(t testing.TB, cluster bool, extraArgs []string) *Server {
 		logPath: filepath.Join(dir, "redis.log"),
 		extra:   append([]string(nil), extraArgs...),
 		cluster: cluster,
+		monitor: monitor,
 	}
 	t.Cleanup(func() { s.cleanup(t) })
 
@@ -109,6 +128,24 @@ func (s *Server) startOn(port int) error {
 
 // args returns the command line of the server.
 func (s *Server) args() []string {
+	if s.monitor != "" {
+		// A sentinel rewrites its config file: give it a fresh one.
+		conf := filepath.Join(s.dir, "sentinel.conf")
+		name := strings.Fields(s.monitor)[0]
+		text := "sentinel monitor " + s.monitor + " 1\n" +
+			"sentinel down-after-milliseconds " + name + " 1000\n" +
+			"sentinel failover-timeout " + name + " 2000\n"
+		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+			panic(err) // a temp dir of our own that cannot be written
+		}
+		return append([]string{conf, "--sentinel",
+			"--port", strconv.Itoa(s.port),
+			"--bind", "127.0.0.1",
+			"--dir", s.dir,
+			"--daemonize", "no",
+			"--logfile", "",
+		}, s.extra...)
+	}
 	a := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
