@@ -8,7 +8,7 @@ MODULES   := . ./bench
 PKGS      := ./...
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: all demo test ci vet fmt-check lint bench bench-smoke tidy
+.PHONY: all demo test ci vet fmt-check readme-check lint bench bench-smoke tidy
 
 all: vet test
 
@@ -25,7 +25,7 @@ test:
 
 ## ci: vet, gofmt, every test (fault injection included) with every server
 ## required, benchmark smoke run
-ci: vet fmt-check
+ci: vet fmt-check readme-check
 	@for m in $(MODULES); do (cd $$m && echo "==> go test $$m (servers required)" && \
 		LATCHKEY_REQUIRE_SERVERS=1 $(GO) test $(TESTFLAGS) $(PKGS)) || exit 1; done
 	$(MAKE) bench-smoke
@@ -36,6 +36,12 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## readme-check: the README quick start (its first go block) compiles
+readme-check:
+	@rm -rf .readme-check && mkdir -p .readme-check && \
+	awk '/^```go$$/{f=1;next} /^```$$/{if(f)exit} f' README.md > .readme-check/main.go && \
+	$(GO) build -o /dev/null ./.readme-check && rm -rf .readme-check && echo "README quick start compiles"
 
 ## lint: vet plus gofmt (no external linter is installed by this repository)
 lint: vet fmt-check
