@@ -1,0 +1,246 @@
+package echomw_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/labstack/echo/v4"
+	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/echomw"
+	"github.com/latchkey/latchkey/httpidem"
+)
+
+func TestParamLockOneAtATime(t *testing.T) {
+	eachLocker(t, func(t *testing.T, locks *core.Client, _ *miniredis.Miniredis) {
+		e := echo.New()
+		var inside, maxInside, runs atomic.Int64
+		e.POST("/sku/:sku/deduct", func(c echo.Context) error {
+			n := inside.Add(1)
+			defer inside.Add(-1)
+			for m := maxInside.Load(); n > m && !maxInside.CompareAndSwap(m, n); m = maxInside.Load() {
+			}
+			time.Sleep(2 * time.Millisecond) // the read-modify-write a lock protects
+			runs.Add(1)
+			return c.NoContent(http.StatusOK)
+		}, echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locker: locks, Params: []string{"sku"}, WaitTimeout: 30 * time.Second}))
+		const n = 20
+		var wg sync.WaitGroup
+		codes := make(chan int, n)
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				codes <- serve(e, "POST", "/sku/42/deduct", "").Code
+			}()
+		}
+		wg.Wait()
+		close(codes)
+		for c := range codes {
+			if c != http.StatusOK {
+				t.Fatalf("a waiter got %d", c)
+			}
+		}
+		if maxInside.Load() != 1 || runs.Load() != n {
+			t.Fatalf("max concurrent %d (want 1), runs %d (want %d)", maxInside.Load(), runs.Load(), n)
+		}
+	})
+}
+
+func TestParamLockDifferentValuesInParallel(t *testing.T) {
+	eachLocker(t, func(t *testing.T, locks *core.Client, _ *miniredis.Miniredis) {
+		e := echo.New()
+		arrived := map[string]chan struct{}{"1": make(chan struct{}), "2": make(chan struct{})}
+		e.POST("/sku/:sku/deduct", func(c echo.Context) error {
+			me, other := c.Param("sku"), map[string]string{"1": "2", "2": "1"}[c.Param("sku")]
+			close(arrived[me])
+			select { // both hold their lock at the same time, or this times out
+			case <-arrived[other]:
+				return c.NoContent(http.StatusOK)
+			case <-time.After(10 * time.Second):
+				return c.NoContent(http.StatusGatewayTimeout)
+			}
+		}, echomw.ParamLock(locks, "sku"))
+		var wg sync.WaitGroup
+		for _, sku := range []string{"1", "2"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if w := serve(e, "POST", "/sku/"+sku+"/deduct", ""); w.Code != http.StatusOK {
+					t.Errorf("sku %s: %d", sku, w.Code)
+				}
+			}()
+		}
+		wg.Wait()
+	})
+}
+
+func TestParamLockNoWaitConflict(t *testing.T) {
+	eachLocker(t, func(t *testing.T, locks *core.Client, _ *miniredis.Miniredis) {
+		e := echo.New()
+		var log logger
+		started, release := make(chan struct{}), make(chan struct{})
+		e.POST("/sku/:sku/deduct", func(c echo.Context) error {
+			if c.Request().Header.Get("X-Slow") != "" {
+				close(started)
+				<-release
+			}
+			return c.NoContent(http.StatusOK)
+		}, log.mw, echomw.ParamLock(locks, "sku"))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			serve(e, "POST", "/sku/42/deduct", "", withHeader("X-Slow", "1"))
+		}()
+		<-started
+		// The lock is named by the route template and the value.
+		info, err := locks.Inspect(context.Background(), "/sku/:sku/deduct|sku=42")
+		if err != nil || !info.Held {
+			t.Fatalf("lock %q not held: %+v %v", "/sku/:sku/deduct|sku=42", info, err)
+		}
+		w := serve(e, "POST", "/sku/42/deduct", "")
+		isProblem(t, w, http.StatusConflict, echomw.CodeLocked)
+		if w.Header().Get("Retry-After") != "1" {
+			t.Fatalf("Retry-After %q", w.Header().Get("Retry-After"))
+		}
+		if l := log.last(); !errors.Is(l.err, echomw.ErrLocked) || l.status != http.StatusConflict {
+			t.Fatalf("logger saw %+v", l)
+		}
+		if w := serve(e, "POST", "/sku/43/deduct", ""); w.Code != http.StatusOK {
+			t.Fatalf("another sku: %d", w.Code)
+		}
+		close(release)
+		<-done
+	})
+}
+
+func TestParamLockReleasedOnEveryPath(t *testing.T) {
+	eachLocker(t, func(t *testing.T, locks *core.Client, _ *miniredis.Miniredis) {
+		e := echo.New()
+		var d decisions
+		e.POST("/sku/:sku/deduct", func(c echo.Context) error {
+			switch c.Request().Header.Get("X-Mode") {
+			case "error":
+				return echo.NewHTTPError(http.StatusInternalServerError, "db down")
+			case "panic":
+				panic("boom")
+			}
+			return c.NoContent(http.StatusOK)
+		}, recoverMW, echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locker: locks, Params: []string{"sku"}, OnDecision: d.record}))
+		for _, mode := range []string{"ok", "error", "panic", "ok"} {
+			want := map[string]int{"ok": 200, "error": 500, "panic": 500}[mode]
+			if w := serve(e, "POST", "/sku/7/deduct", "", withHeader("X-Mode", mode)); w.Code != want {
+				t.Fatalf("%s: %d, want %d (lock left held?)", mode, w.Code, want)
+			}
+			info, _ := locks.Inspect(context.Background(), "/sku/:sku/deduct|sku=7")
+			if info.Held {
+				t.Fatalf("lock held after %s", mode)
+			}
+		}
+		if got := d.outcomes(); got != "acquired acquired acquired acquired" {
+			t.Fatalf("decisions %s", got)
+		}
+	})
+}
+
+func TestParamLockRenewsAndLoses(t *testing.T) {
+	mr, rdb := startMiniredis(t, true) // keys age in real time
+	locks := core.NewRedis(rdb, core.WithKeyPrefix("pl"))
+	defer locks.Close()
+	const ttl = 600 * time.Millisecond
+	e := echo.New()
+	var d decisions
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	causes := make(chan error, 1)
+	e.POST("/sku/:sku/deduct", func(c echo.Context) error {
+		started <- struct{}{}
+		var done <-chan struct{}
+		if c.Param("sku") == "1" {
+			done = release
+		}
+		select {
+		case <-done:
+			return c.NoContent(http.StatusOK)
+		case <-c.Request().Context().Done():
+			causes <- context.Cause(c.Request().Context())
+			return c.Request().Context().Err()
+		}
+	}, echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locker: locks, Params: []string{"sku"}, TTL: ttl, OnDecision: d.record}))
+
+	// Renewed: a handler running for several TTLs keeps the lock.
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() { done <- serve(e, "POST", "/sku/1/deduct", "") }()
+	<-started
+	time.Sleep(4 * ttl)
+	isProblem(t, serve(e, "POST", "/sku/1/deduct", ""), http.StatusConflict, echomw.CodeLocked)
+	close(release)
+	if w := <-done; w.Code != http.StatusOK {
+		t.Fatalf("long handler: %d", w.Code)
+	}
+
+	// Lost: the lease disappears; the handler's context is cancelled.
+	go func() { done <- serve(e, "POST", "/sku/2/deduct", "") }()
+	<-started
+	mr.Del("pl:{/sku/:sku/deduct|sku=2}")
+	if cause := <-causes; !errors.Is(cause, core.ErrLost) {
+		t.Fatalf("cause %v, want core.ErrLost", cause)
+	}
+	if w := <-done; w.Code == http.StatusOK {
+		t.Fatalf("a request whose lock was lost answered 200")
+	}
+	if got := d.outcomes(); !strings.HasSuffix(got, "acquired lock_lost") {
+		t.Fatalf("decisions %s", got)
+	}
+}
+
+func TestParamLockValidatesValues(t *testing.T) {
+	locks := core.NewMemory()
+	defer locks.Close()
+	e := echo.New()
+	mw, err := echomw.ParamLockConfig{Locker: locks, Params: []string{"sku"}}.ToMiddleware()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw(func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	call := func(path string, names []string, values ...string) (*httptest.ResponseRecorder, error) {
+		rec := httptest.NewRecorder()
+		c := e.NewContext(httptest.NewRequest("POST", "/", nil), rec)
+		c.SetPath(path)
+		c.SetParamNames(names...)
+		c.SetParamValues(values...)
+		return rec, h(c)
+	}
+	for _, bad := range []string{"", "a{b", "a}b", "a\x00b", "a\nb", strings.Repeat("x", 129)} {
+		rec, err := call("/sku/:sku/deduct", []string{"sku"}, bad)
+		if !errors.Is(err, echomw.ErrInvalidParam) {
+			t.Fatalf("value %q: %v", bad, err)
+		}
+		isProblem(t, rec, http.StatusBadRequest, httpidem.CodeBadRequest)
+	}
+	if rec, err := call("/sku/:sku/deduct", []string{"sku"}, strings.Repeat("x", 128)); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("128-byte value: %v", err)
+	}
+	rec, err := call("/items/:id", []string{"id"}, "1")
+	if !errors.Is(err, echomw.ErrInvalidConfig) {
+		t.Fatalf("route without the parameter: %v", err)
+	}
+	isProblem(t, rec, http.StatusInternalServerError, httpidem.CodeMisconfigured)
+}
+
+func TestParamLockBackendDown(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redisClientFailingFast(t, mr.Addr())
+	mr.Close()
+	locks := core.NewRedis(rdb)
+	defer locks.Close()
+	e := echo.New()
+	e.POST("/sku/:sku/deduct", func(c echo.Context) error { return c.NoContent(http.StatusOK) }, echomw.ParamLock(locks, "sku"))
+	isProblem(t, serve(e, "POST", "/sku/1/deduct", ""), http.StatusServiceUnavailable, httpidem.CodeStoreUnavailable)
+}

@@ -1,0 +1,64 @@
+package echomw
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/latchkey/latchkey/httpidem"
+)
+
+// DefaultErrorHandler is the default ErrorHandler of every config. For an
+// error carrying an *httpidem.Problem it writes the problem as
+// application/problem+json (Cache-Control: no-store, Retry-After where
+// due), unless the response is already committed, and returns an
+// *echo.HTTPError with the problem's status and detail whose Internal is
+// the problem (errors.Is sees the sentinel through it). Other errors are
+// returned as they are.
+func DefaultErrorHandler(c echo.Context, err error) error {
+	p, ok := httpidem.ProblemOf(err)
+	if !ok {
+		return err
+	}
+	if !c.Response().Committed {
+		httpidem.WriteProblem(c.Response(), p)
+	}
+	return &echo.HTTPError{Code: p.Status, Message: p.Detail, Internal: p}
+}
+
+// misconfigured is the middleware of an invalid config: every request
+// fails with a 500 problem (no panic at construction).
+func misconfigured(err error, handle func(echo.Context, error) error) echo.MiddlewareFunc {
+	if handle == nil {
+		handle = DefaultErrorHandler
+	}
+	p := &httpidem.Problem{Status: http.StatusInternalServerError, Code: httpidem.CodeMisconfigured,
+		Detail: "the server is misconfigured", Err: err}
+	return func(echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error { return handle(c, p) }
+	}
+}
+
+// statusOf is the status a handler answered: what went out if the
+// response is committed, else what Echo's error handler will send.
+func statusOf(c echo.Context, err error) int {
+	if c.Response().Committed {
+		return c.Response().Status
+	}
+	if err == nil {
+		return http.StatusOK
+	}
+	if he, ok := err.(*echo.HTTPError); ok {
+		return he.Code
+	}
+	return http.StatusInternalServerError
+}
+
+func report(c echo.Context, fn func(ctx context.Context, d httpidem.Decision), d httpidem.Decision) {
+	if fn != nil {
+		fn(c.Request().Context(), d)
+	}
+}
+
+// neverSkip is the default Skipper.
+func neverSkip(echo.Context) bool { return false }

@@ -1,0 +1,53 @@
+package httpidem
+
+import "context"
+
+// An Outcome names what a middleware decided for a request. The values are
+// stable and low-cardinality: use them as metric attributes.
+type Outcome string
+
+// The outcomes reported to OnDecision.
+const (
+	// Idempotency.
+	OutcomeFirst      Outcome = "first"       // the request runs under a fresh lease (also Daily: first claim today)
+	OutcomeReplayed   Outcome = "replayed"    // the stored response was sent
+	OutcomeInFlight   Outcome = "in_flight"   // 409: the first request is still running
+	OutcomeMismatch   Outcome = "mismatch"    // 422: same key, different request
+	OutcomeInvalid    Outcome = "invalid"     // 400/401/413: see Err (ErrKeyMissing, ErrKeyInvalid, ErrUnauthenticated, ErrBodyTooLarge, ErrBadRequest)
+	OutcomeStoreError Outcome = "store_error" // the store failed; Status is 503, or 0 when failing open
+	OutcomeLost       Outcome = "lease_lost"  // reported after a first request whose lease was lost (not stored)
+	OutcomeNotStored  Outcome = "not_stored"  // reported after a first request whose response was not stored (policy, size, streaming)
+
+	// Daily.
+	OutcomeDuplicate Outcome = "duplicate" // the subject already claimed today (Gate: 409 or DuplicateHandler; Count: not counted)
+	OutcomeReleased  Outcome = "released"  // the handler failed; the claim was given back
+)
+
+// A Decision is reported to a config's OnDecision callback once for every
+// decision a middleware takes, on the request's goroutine. A request gets
+// one decision when it is answered or passed on, and first requests get a
+// second one when their lease is lost, their response is not stored, or
+// the store fails on completion.
+//
+// It is the seam for logging, metrics and tracing: Kind, Outcome and Scope
+// are low-cardinality; no keys or subjects are included.
+type Decision struct {
+	Kind    string  // "idempotency", "daily" or "paramlock" (package echomw)
+	Outcome Outcome // what was decided
+	Scope   string  // the Daily scope or ParamLock route name; "" for idempotency
+	Status  int     // the status the middleware answered itself, 0 when the handler answered
+	Err     error   // why, for invalid, store_error and lease_lost; nil otherwise
+}
+
+// Decision kinds.
+const (
+	KindIdempotency = "idempotency"
+	KindDaily       = "daily"
+)
+
+// report calls fn, if set.
+func report(ctx context.Context, fn func(context.Context, Decision), d Decision) {
+	if fn != nil {
+		fn(ctx, d)
+	}
+}

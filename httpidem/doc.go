@@ -1,0 +1,70 @@
+// Package httpidem guarantees that a retried or double-submitted HTTP
+// request does its work once: while a response is stored, its
+// Idempotency-Key never runs the handler again for the same principal
+// (later copies get the stored response, a concurrent copy gets 409, a
+// different request under the same key gets 422), and a once-per-day gate
+// lets a subject through at most once per object per local calendar day.
+//
+// The limits are those of a lease: a response the policy does not store
+// (5xx, 429, streamed, too large) lets the retry run again, by design; and
+// a lease lost while its handler runs (a Redis failover that dropped it) is
+// reported — the request context is cancelled and the response is not
+// stored — but cannot undo work already done.
+//
+// # Idempotency-Key
+//
+// Idempotency implements draft-ietf-httpapi-idempotency-key-header-07,
+// following Stripe where the draft is silent:
+//
+//   - The key is an RFC 8941 sf-string ("8e03978e-...") or a bare token
+//     (8e03978e-...), 1 to 255 bytes; an empty key, a longer one, control
+//     characters, a list or a repeated header line is 400. A missing key is
+//     400 when Require is set and passes through otherwise.
+//   - Keys are scoped by a principal (user, tenant, API key) taken from the
+//     request: one principal's key never replays for another. A request
+//     whose principal cannot be determined gets 401.
+//   - The first request takes an in-flight lease — a core lock, renewed while
+//     the handler runs; a lost lease cancels the request context — and, on
+//     completion, stores the status, allow-listed headers and body.
+//   - A later request with the same key and fingerprint (method, path,
+//     query, SHA-256 of the body) gets that response byte for byte, with
+//     Idempotent-Replayed: true. A different fingerprint is 422, also while
+//     the first one is still in flight (422 wins over 409). A copy that
+//     arrives while the first is running gets 409 with Retry-After, or waits
+//     for it (WaitInFlight) and gets the replay.
+//   - Set-Cookie, Authorization and hop-by-hop headers are never stored.
+//     5xx and 429 responses are not stored by default, so the retry runs
+//     again. A panicking handler gives up the lease and re-panics.
+//   - Every error is application/problem+json with a stable "code" and
+//     Cache-Control: no-store.
+//
+// # Once per day
+//
+// Daily gates a subject (who) and an object (what) once per local day of a
+// configured time.Location: the first request passes, later ones get 409
+// with Retry-After set to the next local midnight (or a DuplicateHandler's
+// answer), and a failed handler (5xx or panic) gives the claim back. In
+// Count mode it never blocks and counts each subject once per object per
+// day, exactly or with a HyperLogLog. Gate offers the same without HTTP.
+//
+// A day is a civil date in the location; its end is the next local
+// midnight computed with time.Date — never by adding 24 hours, never in
+// time.Local — moved forward to the first instant of the day where
+// midnight does not exist (DST changes at midnight, as in
+// America/Santiago). A claim is one atomic SET NX EXAT whose key holds the
+// date, kept a grace period past the day's end so clock skew never frees it
+// early.
+//
+// # Stores
+//
+// NewRedisStore keeps everything on Redis (a server, Sentinel or Cluster:
+// keys of one script share a hash tag); NewMemoryStore keeps it in the
+// process, for tests and single-process programs. Both take their
+// in-flight leases from a core.Client.
+//
+// # Observing
+//
+// OnDecision in each config is called with every decision the middleware
+// takes (first, replayed, in_flight, mismatch, ...), for logging, metrics
+// and tracing.
+package httpidem

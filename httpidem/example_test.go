@@ -1,0 +1,220 @@
+package httpidem_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/latchkey/latchkey/httpidem"
+	"github.com/redis/go-redis/v9"
+)
+
+// send posts body to h with an Idempotency-Key and prints the answer.
+func send(h http.Handler, key, body string) {
+	r := httptest.NewRequest("POST", "/orders", strings.NewReader(body))
+	r.Header.Set("Idempotency-Key", key)
+	r.Header.Set("X-Tenant", "acme")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	fmt.Printf("%d replayed=%q %s\n", w.Code, w.Header().Get("Idempotent-Replayed"), strings.TrimSpace(w.Body.String()))
+}
+
+// This example protects an order endpoint with Idempotency-Key on Redis
+// (miniredis stands in for the server): the retry gets the stored
+// response, the same key with another body gets 422.
+func ExampleIdempotency() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	store := httpidem.NewRedisStore(rdb)
+	defer store.Close()
+
+	orders := 0
+	create := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		orders++
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"order":%d}`, orders)
+	})
+	mw := httpidem.Idempotency(httpidem.IdempotencyConfig{
+		Store:   store,
+		Require: true,
+		Principal: func(r *http.Request) (string, error) {
+			return r.Header.Get("X-Tenant"), nil // in real life: from your auth middleware
+		},
+	})
+	h := mw(create)
+
+	send(h, "k-1", `{"sku":42}`)
+	send(h, "k-1", `{"sku":42}`)
+	send(h, "k-1", `{"sku":43}`)
+	fmt.Println("orders created:", orders)
+	// Output:
+	// 201 replayed="" {"order":1}
+	// 201 replayed="true" {"order":1}
+	// 422 replayed="" {"type":"about:blank","title":"Unprocessable Entity","status":422,"detail":"this Idempotency-Key was used for a different request","code":"idempotency_key_reused"}
+	// orders created: 1
+}
+
+// This example allows one vote per user per item per day in Berlin time.
+func ExampleDaily() {
+	store := httpidem.NewMemoryStore()
+	defer store.Close()
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+
+	gate := httpidem.Daily(httpidem.DailyConfig{
+		Store:    store,
+		Scope:    "vote",
+		Location: berlin,
+		Subject:  func(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil },
+		Object:   func(r *http.Request) (string, error) { return r.PathValue("item"), nil },
+	})
+	mux := http.NewServeMux()
+	mux.Handle("POST /vote/{item}", gate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "vote counted")
+	})))
+
+	for _, item := range []string{"9", "9", "10"} {
+		r := httptest.NewRequest("POST", "/vote/"+item, nil)
+		r.Header.Set("X-User", "u42")
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		fmt.Println(item, w.Code, w.Header().Get("Content-Type"), w.Header().Get("Retry-After") != "")
+	}
+	// Output:
+	// 9 200 text/plain; charset=utf-8 false
+	// 9 409 application/problem+json true
+	// 10 200 text/plain; charset=utf-8 false
+}
+
+// This example counts unique daily readers of an article without ever
+// blocking a read.
+func ExampleDaily_count() {
+	store := httpidem.NewMemoryStore()
+	defer store.Close()
+	reads := httpidem.Daily(httpidem.DailyConfig{
+		Store:   store,
+		Scope:   "read",
+		Mode:    httpidem.ModeCount,
+		Subject: func(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil },
+		Object:  func(r *http.Request) (string, error) { return "article-7", nil },
+	})
+	h := reads(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, u := range []string{"ann", "bob", "ann", "ann"} {
+		r := httptest.NewRequest("GET", "/articles/7", nil)
+		r.Header.Set("X-User", u)
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	n, _ := store.Count(context.Background(), "read", "article-7", httpidem.DayOf(time.Now(), nil))
+	fmt.Println("unique readers today:", n)
+	// Output:
+	// unique readers today: 2
+}
+
+// This example uses the once-per-day gate without HTTP, from a job, with an
+// injected clock that crosses a Santiago midnight that does not exist.
+func ExampleGate_Claim() {
+	santiago, _ := time.LoadLocation("America/Santiago")
+	now := time.Date(2026, 9, 5, 23, 30, 0, 0, santiago)
+	clock := func() time.Time { return now }
+	store := httpidem.NewMemoryStore(httpidem.WithClock(clock)) // expires claims by the same clock
+	defer store.Close()
+	gate, err := httpidem.NewGate(httpidem.DailyConfig{
+		Store: store, Scope: "reward", Location: santiago, Clock: clock,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	for _, step := range []time.Duration{0, 0, 30 * time.Minute} {
+		now = now.Add(step)
+		first, _ := gate.Claim(ctx, "u42", "")
+		fmt.Println(now.Format("2006-01-02 15:04 -07"), gate.Today(), first)
+	}
+	// Output:
+	// 2026-09-05 23:30 -04 2026-09-05 true
+	// 2026-09-05 23:30 -04 2026-09-05 false
+	// 2026-09-06 01:00 -03 2026-09-06 true
+}
+
+// This example shows the first instant of a day where local midnight does
+// not exist.
+func ExampleDay_Start() {
+	santiago, _ := time.LoadLocation("America/Santiago")
+	d := httpidem.Day{Year: 2026, Month: time.September, Day: 6}
+	fmt.Println(d.Start(santiago))
+	fmt.Println(d.End(santiago).Sub(d.Start(santiago)))
+	// Output:
+	// 2026-09-06 01:00:00 -0300 -03
+	// 23h0m0s
+}
+
+// This example parses Idempotency-Key headers.
+func ExampleParseKey() {
+	for _, v := range []string{`"8e03978e"`, `8e03978e`, `"a", "b"`} {
+		h := http.Header{}
+		h.Set("Idempotency-Key", v)
+		key, ok, err := httpidem.ParseKey(h, 0)
+		fmt.Printf("%q %v %v\n", key, ok, err)
+	}
+	// Output:
+	// "8e03978e" true <nil>
+	// "8e03978e" true <nil>
+	// "" true httpidem: invalid Idempotency-Key: a list
+}
+
+// This example writes a problem answer.
+func ExampleWriteProblem() {
+	w := httptest.NewRecorder()
+	httpidem.WriteProblem(w, &httpidem.Problem{
+		Status: http.StatusConflict, Code: httpidem.CodeInFlight,
+		Detail: "still working on it", RetryAfter: 1500 * time.Millisecond,
+	})
+	fmt.Println(w.Code, w.Header().Get("Content-Type"), w.Header().Get("Retry-After"), w.Header().Get("Cache-Control"))
+	fmt.Println(w.Body)
+	// Output:
+	// 409 application/problem+json 2 no-store
+	// {"type":"about:blank","title":"Conflict","status":409,"detail":"still working on it","code":"request_in_flight"}
+}
+
+// This example drives the protocol by hand, as an adapter for another
+// framework would (package echomw does this for Echo).
+func ExampleNewGuard() {
+	store := httpidem.NewMemoryStore()
+	defer store.Close()
+	g, err := httpidem.NewGuard(httpidem.IdempotencyConfig{Store: store})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	principal := func(*http.Request) (string, error) { return "acme", nil }
+	serve := func(w http.ResponseWriter, r *http.Request) {
+		call, p := g.Begin(r, principal)
+		switch {
+		case p != nil:
+			httpidem.WriteProblem(w, p)
+		case call == nil:
+			fmt.Fprint(w, "unprotected")
+		case call.Replay(w):
+		default:
+			defer call.Abort() // gives the key up if the handler panics
+			fmt.Fprint(call.Capture(w), "created")
+			call.Finish()
+		}
+	}
+	for i := 0; i < 2; i++ {
+		r := httptest.NewRequest("POST", "/orders", strings.NewReader("{}"))
+		r.Header.Set("Idempotency-Key", "k")
+		w := httptest.NewRecorder()
+		serve(w, r)
+		fmt.Printf("%d %s replayed=%q\n", w.Code, w.Body, w.Header().Get("Idempotent-Replayed"))
+	}
+	// Output:
+	// 200 created replayed=""
+	// 200 created replayed="true"
+}
