@@ -317,11 +317,11 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 }
 
 // Close stops the Client: waits end with ErrClosed, the renewal goroutine
-// and the notification subscription stop, and the auto-renewed leases still
-// held are released (best effort, bounded) and reported lost. Leases taken
-// with WithAutoRenew(false) keep the TTL their holder chose (their Lost no
-// longer closes). It does not close the Redis clients given to the
-// constructor. Calling Close again does nothing.
+// and the notification subscription stop, and the leases still held are
+// reported lost (the Client no longer keeps them). Auto-renewed ones are
+// released (best effort, bounded); those taken with WithAutoRenew(false)
+// stay on the server for the TTL their holder chose. It does not close the
+// Redis clients given to the constructor. Calling Close again does nothing.
 func (c *Client) Close() error {
 	if c.cfg.err != nil && c.be == nil {
 		return nil
@@ -333,11 +333,10 @@ func (c *Client) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		for _, l := range kept {
-			if !l.autoRenew { // its holder chose its TTL: leave it be
-				continue
-			}
 			l.markLost(lostError(l.key, ErrClosed))
-			c.releaseQuietly(ctx, l)
+			if l.autoRenew { // a lease without renewal keeps the TTL its holder chose
+				c.releaseQuietly(ctx, l)
+			}
 		}
 		c.be.close()
 	})

@@ -2,28 +2,28 @@ package core
 
 import "context"
 
-// bindKey finds the leases a context carries for one Client. It holds a
-// single pointer, so using it as a context key does not allocate.
-type bindKey struct{ c *Client }
+// bindKey finds the leases a context carries (Do, Lock.WithContext).
+type bindKey struct{}
 
-// binding is an immutable list of leases carried by a context.
+// binding is an immutable list of the leases a context carries, innermost
+// first.
 type binding struct {
 	l    *lease
 	next *binding
 }
 
 func (c *Client) bind(ctx context.Context, l *lease) context.Context {
-	prev, _ := ctx.Value(bindKey{c}).(*binding)
-	return context.WithValue(ctx, bindKey{c}, &binding{l: l, next: prev})
+	prev, _ := ctx.Value(bindKey{}).(*binding)
+	return context.WithValue(ctx, bindKey{}, &binding{l: l, next: prev})
 }
 
-// reenter returns a new handle on the lease of key that ctx carries, if it
-// is still held.
+// reenter returns a new handle on the lease of key from this Client that
+// ctx carries, if it is still held.
 func (c *Client) reenter(ctx context.Context, key string) *Lock {
-	b, _ := ctx.Value(bindKey{c}).(*binding)
+	b, _ := ctx.Value(bindKey{}).(*binding)
 	for ; b != nil; b = b.next {
 		l := b.l
-		if l.key != key {
+		if l.c != c || l.key != key {
 			continue
 		}
 		l.mu.Lock()
@@ -37,4 +37,22 @@ func (c *Client) reenter(ctx context.Context, key string) *Lock {
 		}
 	}
 	return nil
+}
+
+// FenceFromContext returns the fence of the innermost lease ctx carries —
+// the one Do runs its callback under, or one placed with Lock.WithContext —
+// and whether there is one that is still held. Pass it with the writes the
+// callback makes, so that storage can reject them once a later holder
+// wrote.
+func FenceFromContext(ctx context.Context) (int64, bool) {
+	b, _ := ctx.Value(bindKey{}).(*binding)
+	if b == nil {
+		return 0, false
+	}
+	b.l.mu.Lock()
+	defer b.l.mu.Unlock()
+	if b.l.released || b.l.lostErr != nil {
+		return 0, false
+	}
+	return b.l.fence, true
 }

@@ -176,3 +176,21 @@ func ExampleWithToken() {
 	same.Release(ctx) // frees the shared lease
 	// Output: <nil> true
 }
+
+// This example reads the fence inside Do, to send with the writes the
+// callback makes.
+func ExampleFenceFromContext() {
+	locks := core.NewMemory()
+	defer locks.Close()
+
+	locks.Do(context.Background(), "ledger:7", func(ctx context.Context) error {
+		fence, ok := core.FenceFromContext(ctx)
+		fmt.Println(fence, ok)
+		return nil // e.g. UPDATE ... SET fence = $fence WHERE fence < $fence
+	})
+	_, ok := core.FenceFromContext(context.Background())
+	fmt.Println(ok)
+	// Output:
+	// 1 true
+	// false
+}

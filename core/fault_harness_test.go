@@ -1,12 +1,16 @@
 package core_test
 
+// The referee of the fault-injection suite (fault_test.go): the fenced and
+// the plain register, the oracle that decides which writes are stale, the
+// checks made on every grant, write and release, and the summary.
+
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -17,7 +21,6 @@ import (
 
 	"github.com/latchkey/latchkey/core"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
 // Bounds of the fault-injection suite: generous limits on things that must
@@ -52,7 +55,9 @@ type faultRun struct {
 	name   string
 	key    string
 	prefix string
+	start  time.Time
 	lost   atomic.Int64 // leases reported lost (Observer.LeaseLost)
+	active atomic.Int64 // crew workers still running
 
 	mu      sync.Mutex
 	granted int64         // oracle: the highest fence granted so far
@@ -88,45 +93,23 @@ type counts struct {
 // A holding is one worker's acquisition.
 type holding struct {
 	w                     int
+	crew                  bool // a crew worker (else a scenario's own victim)
 	l                     *core.Lock
 	fencedRead, plainRead int64
 }
 
 func newFaultRun(t *testing.T, name string) *faultRun {
 	return &faultRun{
-		t: t, name: name, key: "register", prefix: testPrefix(),
+		t: t, name: name, key: "register", prefix: testPrefix(), start: time.Now(),
 		owners: map[int64]int{}, errs: map[string]int{},
 	}
 }
 
-// observer counts lost leases for the run.
-func (r *faultRun) observer() core.Observer { return lossCounter{r} }
-
-type lossCounter struct{ r *faultRun }
-
-func (o lossCounter) OpStart(ctx context.Context, _ core.Op, _ string) (context.Context, func(core.OpResult)) {
-	return ctx, func(core.OpResult) {}
-}
-
-func (o lossCounter) LeaseLost(key string, fence int64, _ time.Duration, cause error) {
-	o.r.lost.Add(1)
-	if !errors.Is(cause, core.ErrLost) {
-		o.r.t.Errorf("%s: LeaseLost(%q, %d) cause does not match ErrLost: %v", o.r.name, key, fence, cause)
-	}
-}
-
-// redisClient returns a Client on rdb, as one worker process would have.
-func (r *faultRun) redisClient(rdb redis.UniversalClient) *core.Client {
-	c := core.NewRedis(rdb, core.WithKeyPrefix(r.prefix), core.WithObserver(r.observer()))
-	r.t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// redlockClient returns a Redlock Client over nodes.
-func (r *faultRun) redlockClient(nodes []redis.UniversalClient) *core.Client {
-	c := core.NewRedlock(nodes, core.WithKeyPrefix(r.prefix), core.WithObserver(r.observer()))
-	r.t.Cleanup(func() { c.Close() })
-	return c
+// counts returns a snapshot of the run's counters.
+func (r *faultRun) counts() counts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
 }
 
 // floor returns the highest fence granted so far: a Lock called now must
@@ -155,6 +138,7 @@ func (r *faultRun) acquired(w int, l *core.Lock, floor int64) *holding {
 	r.granted = max(r.granted, f)
 	h := &holding{w: w, l: l, fencedRead: r.fenced.count, plainRead: r.plain.count}
 	r.writeLocked(h, false)
+	r.debugf("w%d acquired %d", w, f)
 	return h
 }
 
@@ -165,6 +149,7 @@ func (r *faultRun) commit(h *holding) bool {
 	r.mu.Lock()
 	ok := r.writeLocked(h, true)
 	r.mu.Unlock()
+	r.debugf("w%d commit %d ok=%v lost=%v", h.w, h.l.Fence(), ok, closed(h.l.Lost()))
 	if !ok {
 		r.expectLost(h)
 	}
@@ -230,13 +215,26 @@ func (r *faultRun) superseded(h *holding) bool {
 	return r.granted > h.l.Fence()
 }
 
+// holder returns the worker that took the highest fence so far.
+func (r *faultRun) holder() (int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.owners[r.granted]
+	return w, ok
+}
+
 // awaitSuperseded waits (bounded) until another worker has taken the key
 // from h — what a paused holder does not notice, but the test waits for, so
-// that its next write is certain to be late.
+// that its next write is certain to be late. It gives up early when no
+// other crew worker is left to take the key.
 func (r *faultRun) awaitSuperseded(h *holding) bool {
 	deadline := time.Now().Add(supersedeBound)
+	self := int64(0)
+	if h.crew {
+		self = 1
+	}
 	for !r.superseded(h) {
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || r.active.Load() <= self {
 			return false
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -252,7 +250,10 @@ func (r *faultRun) release(h *holding) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := h.l.Release(ctx)
-	told := closed(h.l.Lost()) || errors.Is(err, core.ErrNotHeld)
+	r.debugf("w%d release %d: %v", h.w, h.l.Fence(), err)
+	// Any Release error tells the holder something went wrong; a nil one
+	// with Lost() open tells it all was well.
+	told := closed(h.l.Lost()) || err != nil
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if superseded {
@@ -288,6 +289,7 @@ func (r *faultRun) noteLocked(op string, err error) {
 		cause = "unexplained"
 	}
 	r.errs[op+": "+cause]++
+	r.debugf("%s error: %v", op, err)
 }
 
 // causeOf names the cause an error carries, or "" if it carries none this
@@ -297,6 +299,9 @@ func causeOf(err error) string {
 	var ne net.Error
 	switch {
 	case errors.As(err, &qe):
+		if len(qe.Nodes) == 0 {
+			return "quorum (" + qe.Op + ", no node named)"
+		}
 		return "quorum (" + qe.Op + ")"
 	case errors.Is(err, core.ErrNotAcquired) && errors.Is(err, context.DeadlineExceeded):
 		return "wait timeout"
@@ -344,101 +349,12 @@ func (r *faultRun) summary() counts {
 	return n
 }
 
-// A crew is a set of workers, each with its own Client (as separate
-// processes would have), contending for the run's key until stopped.
-type crew struct {
-	r      *faultRun
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-// body is a worker's critical section; it must commit (or decide not to).
-type body func(w, round int, h *holding)
-
-// holdFor returns a body that holds the lock for a random time up to d,
-// then commits.
-func (r *faultRun) holdFor(d time.Duration) body {
-	return func(_, _ int, h *holding) {
-		time.Sleep(rand.N(d + 1))
-		r.commit(h)
+// debugf traces the run with LATCHKEY_FAULT_TRACE=1 (for diagnosing a
+// failure: grants, writes, releases, failed operations, faults).
+func (r *faultRun) debugf(format string, args ...any) {
+	if os.Getenv("LATCHKEY_FAULT_TRACE") == "1" {
+		r.t.Logf("%s +%v: "+format, append([]any{r.name, time.Since(r.start).Round(time.Millisecond)}, args...)...)
 	}
-}
-
-// startCrew starts one worker per client. Each worker loops: Lock, body,
-// Release, for rounds rounds (0: until stop). The crew's Clients are closed
-// as their workers end.
-func (r *faultRun) startCrew(clients []*core.Client, rounds int, b body, opts ...core.LockOption) *crew {
-	cr := &crew{r: r}
-	cr.ctx, cr.cancel = context.WithCancel(context.Background())
-	for w, c := range clients {
-		cr.wg.Add(1)
-		go func() {
-			defer cr.wg.Done()
-			defer c.Close()
-			for round := 0; rounds == 0 || round < rounds; round++ {
-				if cr.ctx.Err() != nil {
-					return
-				}
-				floor := r.floor()
-				ctx, cancel := context.WithTimeout(cr.ctx, lockBound)
-				l, err := c.Lock(ctx, r.key, opts...)
-				cancel()
-				if err != nil {
-					if cr.ctx.Err() != nil {
-						return
-					}
-					r.callerError("lock", err)
-					time.Sleep(20 * time.Millisecond)
-					continue
-				}
-				h := r.acquired(w, l, floor)
-				b(w, round, h)
-				r.release(h)
-			}
-		}()
-	}
-	return cr
-}
-
-// stop ends the workers (after their current round) and waits for them.
-func (cr *crew) stop() {
-	cr.cancel()
-	cr.wg.Wait()
-}
-
-// wait waits for workers with a fixed number of rounds.
-func (cr *crew) wait() {
-	cr.wg.Wait()
-	cr.cancel()
-}
-
-// faultRedis returns a go-redis client for one worker: context deadlines
-// bound its commands, and its timeouts are short enough that a dead or
-// silent server is noticed within a lease.
-func faultRedis(t *testing.T, addr string) *redis.Client {
-	rdb := redis.NewClient(&redis.Options{
-		Addr:                  addr,
-		ContextTimeoutEnabled: true,
-		DialTimeout:           300 * time.Millisecond,
-		ReadTimeout:           time.Second,
-		WriteTimeout:          time.Second,
-		PoolSize:              4,
-		MaxRetries:            2,
-	})
-	t.Cleanup(func() { rdb.Close() })
-	return rdb
-}
-
-// noLeaks checks, after the test and all its cleanups, that it left no
-// goroutine running. Call it first, so that its cleanup runs last.
-func noLeaks(t *testing.T) {
-	opt := goleak.IgnoreCurrent()
-	t.Cleanup(func() {
-		if err := goleak.Find(opt); err != nil {
-			t.Errorf("goroutines left behind: %v", err)
-		}
-	})
 }
 
 func closed(ch <-chan struct{}) bool {
@@ -447,15 +363,5 @@ func closed(ch <-chan struct{}) bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// sleepCtx sleeps d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
 	}
 }

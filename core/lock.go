@@ -25,6 +25,7 @@ type lease struct {
 	renewErr  error         // the failure of the renewals since the last success
 	lostErr   error         // non-nil once lost
 	lostCh    chan struct{} // made on demand; closed when lost
+	signaled  bool          // lostCh is (to be) closed
 	onLost    []func(error) // called once when lost (Do's cancel)
 
 	// watchdog bookkeeping, guarded by watchdog.mu
@@ -70,7 +71,7 @@ func (h *Lock) Lost() <-chan struct{} {
 	defer l.mu.Unlock()
 	if l.lostCh == nil {
 		l.lostCh = make(chan struct{})
-		if l.lostErr != nil {
+		if l.signaled {
 			close(l.lostCh)
 		}
 	}
@@ -134,15 +135,20 @@ func (l *lease) markLost(cause error) {
 		return
 	}
 	l.lostErr = cause
-	if l.lostCh != nil {
-		close(l.lostCh)
-	}
 	fns := l.onLost
 	l.onLost = nil
 	l.mu.Unlock()
+	// The observer hears of it first, so that a holder woken by Lost sees
+	// the loss already recorded in its trace.
 	if obs := l.c.cfg.observer; obs != nil {
 		obs.LeaseLost(l.key, l.fence, time.Since(l.start), cause)
 	}
+	l.mu.Lock()
+	l.signaled = true
+	if l.lostCh != nil {
+		close(l.lostCh)
+	}
+	l.mu.Unlock()
 	for _, f := range fns {
 		f(cause)
 	}

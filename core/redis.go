@@ -55,6 +55,14 @@ var (
 // one lock share a hash tag, so every script runs on one Cluster slot.
 // Scripts run with EVALSHA. NewRedis does no I/O; a nil rdb makes every
 // call fail with ErrNilClient.
+//
+// The watchdog declares a lease lost at its expiry even if a renewal is
+// still waiting for Redis, whatever the client's timeouts. Configure the
+// Redis client so that calls fail fast — ContextTimeoutEnabled: true, and
+// few retries (MaxRetries, DialerRetries) for short TTLs — and a lost lease
+// then reports its real cause (a refused connection, say) instead of
+// "context deadline exceeded": each renewal attempt gets a third of the
+// time the lease has left.
 func NewRedis(rdb redis.UniversalClient, opts ...Option) *Client {
 	c := newClient(opts)
 	if isNil(rdb) {

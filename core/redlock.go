@@ -143,12 +143,15 @@ func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecon
 // all replied or the timeout passed. Calls still running then go on in the
 // background, to their own timeout — so a lease granted by a slow node is
 // in place too — and Close waits for them. They are not cancelled with ctx.
-func (b *redlockBackend) fanout(ctx context.Context, timeout time.Duration, call func(ctx context.Context, i int) nodeReply, done func(nodeReply) bool) {
-	b.fanoutTracked(ctx, timeout, nil, call, done)
+//
+// It returns the nodes whose reply done never saw, each with an error
+// saying so, for the callers that must name them.
+func (b *redlockBackend) fanout(ctx context.Context, timeout time.Duration, call func(ctx context.Context, i int) nodeReply, done func(nodeReply) bool) (unanswered []nodeReply) {
+	return b.fanoutTracked(ctx, timeout, nil, call, done)
 }
 
 // fanoutTracked is fanout that also counts the node calls in pending.
-func (b *redlockBackend) fanoutTracked(ctx context.Context, timeout time.Duration, pending *sync.WaitGroup, call func(ctx context.Context, i int) nodeReply, done func(nodeReply) bool) {
+func (b *redlockBackend) fanoutTracked(ctx context.Context, timeout time.Duration, pending *sync.WaitGroup, call func(ctx context.Context, i int) nodeReply, done func(nodeReply) bool) (unanswered []nodeReply) {
 	base := context.WithoutCancel(ctx)
 	ch := make(chan nodeReply, len(b.nodes))
 	for i := range b.nodes {
@@ -172,18 +175,30 @@ func (b *redlockBackend) fanoutTracked(ctx context.Context, timeout time.Duratio
 			ch <- nodeReply{i: i, err: ErrClosed}
 		}
 	}
+	seen := make([]bool, len(b.nodes))
+	missing := func() []nodeReply {
+		var out []nodeReply
+		for i, ok := range seen {
+			if !ok {
+				out = append(out, nodeReply{i: i, err: fmt.Errorf("no answer within %v", timeout)})
+			}
+		}
+		return out
+	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for range b.nodes {
 		select {
 		case r := <-ch:
+			seen[r.i] = true
 			if done(r) {
-				return
+				return missing()
 			}
 		case <-timer.C:
-			return
+			return missing()
 		}
 	}
+	return nil
 }
 
 type nodeReply struct {
@@ -208,16 +223,14 @@ func (b *redlockBackend) acquire(ctx context.Context, n names, token, value stri
 	}
 	start := time.Now()
 	var won, held, failed []nodeReply
-	answered := make([]bool, len(b.nodes))
 	// Node calls that answer after the outcome is known still set the
 	// lease; a release of this token waits for them first.
 	pending := b.track(token)
 	defer b.untrack(token, pending)
-	b.fanoutTracked(ctx, nodeTimeout(ttl), pending, func(ctx context.Context, i int) nodeReply {
+	unanswered := b.fanoutTracked(ctx, nodeTimeout(ttl), pending, func(ctx context.Context, i int) nodeReply {
 		r, err := b.nodes[i].acquire(ctx, n, token, value, ttl, false, false)
 		return nodeReply{acq: r, err: err}
 	}, func(r nodeReply) bool {
-		answered[r.i] = true
 		switch {
 		case r.err != nil:
 			failed = append(failed, r)
@@ -228,11 +241,6 @@ func (b *redlockBackend) acquire(ctx context.Context, n names, token, value stri
 		}
 		return len(won) >= b.quorum || len(held)+len(failed) > len(b.nodes)-b.quorum
 	})
-	for i, ok := range answered {
-		if !ok {
-			failed = append(failed, nodeReply{i: i, err: fmt.Errorf("no answer within %v", nodeTimeout(ttl))})
-		}
-	}
 	validity := ttl - time.Since(start) - drift(ttl)
 	if len(won) >= b.quorum && validity > 0 {
 		fence, err := b.settleFence(ctx, n, won, ttl)
@@ -242,6 +250,7 @@ func (b *redlockBackend) acquire(ctx context.Context, n names, token, value stri
 		}
 		return acquireResult{acquired: true, fence: fence, validity: ttl - time.Since(start) - drift(ttl)}, nil
 	}
+	failed = append(failed, unanswered...)
 	// Not ours: undo whatever was granted, on every node.
 	b.releaseAll(ctx, n, token)
 	if len(held) > 0 && len(failed) <= len(b.nodes)-b.quorum {
@@ -279,7 +288,7 @@ func (b *redlockBackend) settleFence(ctx context.Context, n names, won []nodeRep
 	}
 	acks := 0
 	var failed []nodeReply
-	b.fanout(ctx, nodeTimeout(ttl), func(ctx context.Context, i int) nodeReply {
+	unanswered := b.fanout(ctx, nodeTimeout(ttl), func(ctx context.Context, i int) nodeReply {
 		err := fenceMaxScript.Run(ctx, b.nodes[i].rdb, []string{n.fence}, fmt.Sprint(fence), retentionArg).Err()
 		return nodeReply{err: err}
 	}, func(r nodeReply) bool {
@@ -291,6 +300,7 @@ func (b *redlockBackend) settleFence(ctx context.Context, n names, won []nodeRep
 		return acks >= b.quorum
 	})
 	if acks < b.quorum {
+		failed = append(failed, unanswered...)
 		return 0, b.quorumError("fence write-back", acks, failed)
 	}
 	return fence, nil
@@ -338,7 +348,7 @@ func (b *redlockBackend) settle(token string) {
 func (b *redlockBackend) releaseAll(ctx context.Context, n names, token string) (released int, failed []nodeReply) {
 	b.settle(token)
 	ctx = context.WithoutCancel(ctx)
-	b.fanout(ctx, 500*time.Millisecond, func(ctx context.Context, i int) nodeReply {
+	unanswered := b.fanout(ctx, 500*time.Millisecond, func(ctx context.Context, i int) nodeReply {
 		ok, err := b.nodes[i].release(ctx, n, token)
 		return nodeReply{ok: ok, err: err}
 	}, func(r nodeReply) bool {
@@ -349,18 +359,22 @@ func (b *redlockBackend) releaseAll(ctx context.Context, n names, token string) 
 		}
 		return false
 	})
-	return released, failed
+	return released, append(failed, unanswered...)
 }
 
+// release reports the lease released when a majority of nodes held it. A
+// minority means it had expired or been taken over (ErrNotHeld) — unless
+// the nodes that failed to answer could have made up the majority, which
+// is a QuorumError.
 func (b *redlockBackend) release(ctx context.Context, n names, token string) (bool, error) {
 	released, failed := b.releaseAll(ctx, n, token)
 	if released >= b.quorum {
 		return true, nil
 	}
-	if released+len(failed) >= b.quorum { // the failures may have held it
+	if released+len(failed) >= b.quorum {
 		return false, b.quorumError("release", released, failed)
 	}
-	return released > 0, nil
+	return false, nil
 }
 
 func (b *redlockBackend) extend(ctx context.Context, reqs []extendReq) {
@@ -428,20 +442,22 @@ func (b *redlockBackend) inspect(ctx context.Context, n names) (Info, error) {
 	infos := make([]Info, len(b.nodes))
 	var failed []nodeReply
 	answered := 0
-	b.fanout(ctx, time.Second, func(ctx context.Context, i int) nodeReply {
+	results := make([]Info, len(b.nodes))
+	unanswered := b.fanout(ctx, time.Second, func(ctx context.Context, i int) nodeReply {
 		info, err := b.nodes[i].inspect(ctx, n)
-		infos[i] = info
+		results[i] = info // read below only for nodes that answered
 		return nodeReply{err: err}
 	}, func(r nodeReply) bool {
 		if r.err != nil {
 			failed = append(failed, r)
 		} else {
 			answered++
+			infos[r.i] = results[r.i]
 		}
 		return false
 	})
 	if answered < b.quorum {
-		return Info{}, b.quorumError("inspect", answered, failed)
+		return Info{}, b.quorumError("inspect", answered, append(failed, unanswered...))
 	}
 	var out Info
 	count := map[string]int{}
@@ -493,7 +509,7 @@ func (b *redlockBackend) close() {
 func (b *redlockBackend) setRecord(ctx context.Context, key, value string, ttl time.Duration) error {
 	acks := 0
 	var failed []nodeReply
-	b.fanout(ctx, time.Second, func(ctx context.Context, i int) nodeReply {
+	unanswered := b.fanout(ctx, time.Second, func(ctx context.Context, i int) nodeReply {
 		return nodeReply{err: b.nodes[i].setRecord(ctx, key, value, ttl)}
 	}, func(r nodeReply) bool {
 		if r.err != nil {
@@ -504,7 +520,7 @@ func (b *redlockBackend) setRecord(ctx context.Context, key, value string, ttl t
 		return false
 	})
 	if acks < b.quorum {
-		return b.quorumError("record", acks, failed)
+		return b.quorumError("record", acks, append(failed, unanswered...))
 	}
 	return nil
 }
@@ -513,7 +529,7 @@ func (b *redlockBackend) getRecord(ctx context.Context, key string) (string, boo
 	count := map[string]int{}
 	answered := 0
 	var failed []nodeReply
-	b.fanout(ctx, time.Second, func(ctx context.Context, i int) nodeReply {
+	unanswered := b.fanout(ctx, time.Second, func(ctx context.Context, i int) nodeReply {
 		v, ok, err := b.nodes[i].getRecord(ctx, key)
 		return nodeReply{v: v, ok: ok, err: err}
 	}, func(r nodeReply) bool {
@@ -528,7 +544,7 @@ func (b *redlockBackend) getRecord(ctx context.Context, key string) (string, boo
 		return false
 	})
 	if answered < b.quorum {
-		return "", false, b.quorumError("record", answered, failed)
+		return "", false, b.quorumError("record", answered, append(failed, unanswered...))
 	}
 	best, n := "", 0
 	for v, k := range count {
@@ -545,7 +561,7 @@ var unclaimScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] th
 func (b *redlockBackend) claimRecord(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
 	var won []int
 	var failed []nodeReply
-	b.fanout(ctx, nodeTimeout(ttl), func(ctx context.Context, i int) nodeReply {
+	unanswered := b.fanout(ctx, nodeTimeout(ttl), func(ctx context.Context, i int) nodeReply {
 		ok, err := b.nodes[i].claimRecord(ctx, key, value, ttl)
 		return nodeReply{ok: ok, err: err}
 	}, func(r nodeReply) bool {
@@ -563,6 +579,7 @@ func (b *redlockBackend) claimRecord(ctx context.Context, key, value string, ttl
 	for _, i := range won { // give back a minority claim
 		unclaimScript.Run(context.WithoutCancel(ctx), b.nodes[i].rdb, []string{key}, value)
 	}
+	failed = append(failed, unanswered...)
 	if len(failed) > len(b.nodes)-b.quorum {
 		return false, b.quorumError("claim", len(won), failed)
 	}

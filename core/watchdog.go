@@ -26,6 +26,7 @@ type watchdog struct {
 	stopped bool
 	stop    chan struct{}
 	done    chan struct{}
+	calls   sync.WaitGroup // renewal calls still out
 }
 
 // maxBatch bounds how many renewals go into one pipeline; batchWindow is how
@@ -107,6 +108,7 @@ func (w *watchdog) shutdown() []*lease {
 	if started {
 		close(w.stop)
 		<-w.done
+		w.calls.Wait()
 	}
 	return kept
 }
@@ -162,7 +164,7 @@ func (w *watchdog) process(due []*lease) {
 	now := time.Now()
 	reqs := make([]extendReq, 0, len(due))
 	renew := make([]*lease, 0, len(due))
-	deadline := now.Add(5 * time.Second)
+	expiry := now.Add(time.Hour)
 	for _, l := range due {
 		l.mu.Lock()
 		released, auto, ttl, expires := l.released, l.autoRenew, l.ttl, l.expires
@@ -178,18 +180,25 @@ func (w *watchdog) process(due []*lease) {
 		default:
 			reqs = append(reqs, extendReq{n: l.n, token: l.token, ttl: ttl})
 			renew = append(renew, l)
-			if expires.Before(deadline) {
-				deadline = expires
+			if expires.Before(expiry) {
+				expiry = expires
 			}
 		}
 	}
 	if len(reqs) == 0 {
 		return
 	}
-	// A renewal that cannot finish before the earliest expiry is useless.
-	if min := now.Add(time.Millisecond); deadline.Before(min) {
-		deadline = min
-	}
+	w.renew(now, renew, reqs, expiry)
+}
+
+// renew sends one batch of renewals and waits for the answer — but never
+// past a lease's expiry: a lease whose expiry passes while the call is
+// still out is lost then, whatever the Redis client's own timeouts.
+//
+// Each attempt may take a third of the time the earliest lease has left,
+// so that a failing one returns its own error (a refused connection, say)
+// in time for another attempt, rather than a timeout at the expiry.
+func (w *watchdog) renew(now time.Time, renew []*lease, reqs []extendReq, expiry time.Time) {
 	var ends []func(OpResult)
 	if obs := w.c.cfg.observer; obs != nil {
 		ends = make([]func(OpResult), len(renew))
@@ -197,18 +206,66 @@ func (w *watchdog) process(due []*lease) {
 			_, ends[i] = obs.OpStart(context.Background(), OpRenew, l.key)
 		}
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	w.c.be.extend(ctx, reqs)
-	cancel()
-	for i, l := range renew {
-		if ends != nil {
-			err := reqs[i].err
-			if err == nil && !reqs[i].ok {
-				err = fmt.Errorf("%w: %q: lease expired or taken over", ErrNotHeld, l.key)
+	attempt := max(expiry.Sub(now)/3, time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), attempt)
+	done := make(chan struct{})
+	w.calls.Add(1)
+	go func() {
+		defer w.calls.Done()
+		defer cancel()
+		w.c.be.extend(ctx, reqs)
+		for i, l := range renew {
+			if ends != nil {
+				err := reqs[i].err
+				if err == nil && !reqs[i].ok {
+					err = fmt.Errorf("%w: %q: lease expired or taken over", ErrNotHeld, l.key)
+				}
+				ends[i](OpResult{Err: err, Fence: l.fence})
 			}
-			ends[i](OpResult{Err: err, Fence: l.fence})
 		}
-		w.c.renewed(l, now, reqs[i].ok, reqs[i].err)
+		close(done)
+	}()
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		var next time.Time
+		for _, l := range renew {
+			l.mu.Lock()
+			live, expires := !l.released && l.lostErr == nil, l.expires
+			l.mu.Unlock()
+			if live && (next.IsZero() || expires.Before(next)) {
+				next = expires
+			}
+		}
+		if next.IsZero() { // all released or lost: the answer no longer matters
+			return
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-done:
+			for i, l := range renew {
+				w.c.renewed(l, now, reqs[i].ok, reqs[i].err)
+			}
+			return
+		case <-timer.C:
+			t := time.Now()
+			for _, l := range renew {
+				l.mu.Lock()
+				expired, last := !t.Before(l.expires), l.renewErr
+				l.mu.Unlock()
+				if !expired {
+					continue
+				}
+				cause := errors.New("no answer to its renewal before it expired")
+				if last != nil { // the failure that started the trouble says more
+					cause = fmt.Errorf("renewal failed until expiry: %w", last)
+				}
+				l.markLost(lostError(l.key, cause))
+			}
+		case <-w.stop:
+			return
+		}
 	}
 }
 

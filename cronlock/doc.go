@@ -56,6 +56,18 @@
 // reaches the cron. Names are checked when the job is made: empty, longer
 // than MaxNameLen or with control characters is ErrInvalidName.
 //
+// # Watching it
+//
+// WithObserver installs an Observer that is told when each tick starts on
+// this node and how it ended — ran, skipped (and why), failed or lost —
+// with the job name, planned time, node, fence and duration. The context
+// it returns is the parent of the tick's lock operations and of the job
+// function's context; package otel implements it with spans and metrics:
+//
+//	inst := otel.New(otel.WithTracerProvider(tp), otel.WithMeterProvider(mp))
+//	client := core.NewRedis(rdb, core.WithObserver(inst))
+//	l := cronlock.New(client, cronlock.WithObserver(inst))
+//
 // # What it cannot do
 //
 // Ticks that no node fires — every node down, or every node's process

@@ -184,3 +184,33 @@ func ExampleAligned() {
 	// robfig:  07:13:17
 	// aligned: 07:10:00
 }
+
+// tickPrinter is an Observer that prints how each tick ended.
+type tickPrinter struct{}
+
+func (tickPrinter) TickStart(ctx context.Context, t cronlock.Tick) (context.Context, func(cronlock.TickResult)) {
+	return ctx, func(r cronlock.TickResult) {
+		fmt.Println(t.Name, t.Planned.UTC().Format("15:04"), t.Node, r.Outcome)
+		if r.Outcome == cronlock.OutcomeSkipped {
+			fmt.Println("  because:", r.Skip)
+		}
+	}
+}
+
+// This example installs an Observer — package otel provides one that
+// traces and measures ticks — and runs the same tick twice: it runs, then
+// is skipped because it is already claimed.
+func ExampleWithObserver() {
+	client := core.NewMemory()
+	defer client.Close()
+	at := time.Date(2031, 5, 6, 4, 0, 9, 0, time.UTC)
+	l := cronlock.New(client, cronlock.WithNodeID("node-a"), cronlock.WithObserver(tickPrinter{}),
+		cronlock.WithClock(func() time.Time { return at }), cronlock.WithLogger(cron.DiscardLogger))
+	job, _ := l.Job("rollup", cron.Every(time.Minute), func(context.Context) error { return nil })
+	job.Run()
+	job.Run()
+	// Output:
+	// rollup 04:00 node-a ran
+	// rollup 04:00 node-a skipped
+	//   because: claimed
+}

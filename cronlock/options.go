@@ -83,6 +83,7 @@ type config struct {
 	leaseTTL   time.Duration
 	clock      func() time.Time
 	location   *time.Location
+	observer   Observer
 	err        error // the first invalid option
 }
 

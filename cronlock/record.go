@@ -64,7 +64,7 @@ func (l *Locker) LastRun(ctx context.Context, name string) (Run, error) {
 }
 
 // record stores r as the job's last run.
-func (j *job) record(r Run, interval time.Duration) {
+func (j *job) record(ctx context.Context, r Run, interval time.Duration) {
 	b, err := json.Marshal(r)
 	if err != nil { // cannot happen: plain fields
 		j.l.cfg.logger.Error(err, "cannot record run", "job", j.name)
@@ -74,7 +74,7 @@ func (j *job) record(r Run, interval time.Duration) {
 	if 3*interval > ttl {
 		ttl = 3 * interval
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	if err := j.l.store.Set(ctx, j.lastKey, string(b), ttl); err != nil {
 		j.l.cfg.logger.Error(err, "cannot record run", "job", j.name, "planned", r.Planned, "node", j.l.cfg.node)

@@ -43,6 +43,9 @@ func TickFromContext(ctx context.Context) (t Tick, ok bool) {
 // tick runs the tick planned at planned; next is the fire time after it.
 func (j *job) tick(planned, next time.Time) {
 	l := j.l
+	ctx, end := j.observe(planned)
+	res := TickResult{Outcome: OutcomeSkipped}
+	defer func() { end(res) }()
 	kv := []any{"job", j.name, "planned", planned, "node", l.cfg.node}
 	var interval time.Duration
 	if !next.IsZero() {
@@ -54,31 +57,43 @@ func (j *job) tick(planned, next time.Time) {
 	}
 
 	locked := true
-	ok, err := j.claim(j.claimKey(planned), claimTTL)
+	ok, err := j.claim(ctx, j.claimKey(planned), claimTTL)
 	switch {
 	case err != nil:
 		if !j.degrade(err, "claim", kv) {
+			res.Skip, res.Err = skipReason(err), err
 			return
 		}
 		locked = false
 	case !ok:
+		res.Skip = SkipClaimed
 		l.cfg.logger.Info("skip", with(kv, "reason", "tick claimed by another run")...)
 		return
 	}
 	var lease *core.Lock
 	if locked {
-		lease, ok, err = j.acquireRunning(planned, next)
+		lease, ok, err = j.acquireRunning(ctx, planned, next)
 		switch {
 		case err != nil:
 			if !j.degrade(err, "running lease", kv) {
+				res.Skip, res.Err = skipReason(err), err
 				return
 			}
 		case !ok:
+			res.Skip = SkipRunning
 			l.cfg.logger.Info("skip", with(kv, "reason", "previous run still running", "overlap", l.cfg.overlap.String())...)
 			return
 		}
 	}
-	j.execute(planned, interval, lease, kv)
+	res = j.execute(ctx, planned, interval, lease, kv)
+}
+
+// skipReason names a locking failure that skips a tick.
+func skipReason(err error) SkipReason {
+	if errors.Is(err, core.ErrClosed) {
+		return SkipClosed
+	}
+	return SkipError
 }
 
 // minHold is the claim's lifetime past the next fire time.
@@ -96,8 +111,8 @@ func (l *Locker) minHold(interval time.Duration) time.Duration {
 // released, carrying this node's ID. ok is false when another node has it.
 // A claim is not a lock: it needs no fence and no renewal, and survives the
 // node's shutdown.
-func (j *job) claim(key string, ttl time.Duration) (ok bool, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+func (j *job) claim(ctx context.Context, key string, ttl time.Duration) (ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	ok, err = j.l.store.Claim(ctx, key, j.l.cfg.node, ttl)
 	if err != nil {
@@ -109,7 +124,7 @@ func (j *job) claim(key string, ttl time.Duration) (ok bool, err error) {
 // acquireRunning takes the running lease: at once (OverlapSkip) or waiting
 // until the next fire time (OverlapWait). ok is false when the previous
 // run still holds it.
-func (j *job) acquireRunning(planned, next time.Time) (h *core.Lock, ok bool, err error) {
+func (j *job) acquireRunning(ctx context.Context, planned, next time.Time) (h *core.Lock, ok bool, err error) {
 	l := j.l
 	opts := []core.LockOption{
 		core.WithTTL(l.cfg.leaseTTL),
@@ -122,7 +137,7 @@ func (j *job) acquireRunning(planned, next time.Time) (h *core.Lock, ok bool, er
 			wait = next.Sub(l.cfg.clock())
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), max(wait, 0)+opTimeout)
+	ctx, cancel := context.WithTimeout(ctx, max(wait, 0)+opTimeout)
 	defer cancel()
 	if wait > 0 {
 		h, err = l.client.Lock(ctx, j.runKey, append(opts, core.WithWaitTimeout(wait))...)
@@ -160,10 +175,11 @@ func (j *job) degrade(err error, step string, kv []any) bool {
 }
 
 // execute calls the job function under lease (nil: without the lock),
-// records the run, logs its outcome and releases the lease.
-func (j *job) execute(planned time.Time, interval time.Duration, lease *core.Lock, kv []any) {
+// records the run, logs its outcome, releases the lease and returns the
+// outcome. tickCtx is the tick's context, the parent of the job's.
+func (j *job) execute(tickCtx context.Context, planned time.Time, interval time.Duration, lease *core.Lock, kv []any) TickResult {
 	l := j.l
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancelCause(tickCtx)
 	defer cancel(nil)
 	if l.cfg.maxHold > 0 {
 		var stop context.CancelFunc
@@ -186,16 +202,20 @@ func (j *job) execute(planned time.Time, interval time.Duration, lease *core.Loc
 	ctx = context.WithValue(ctx, tickKey{}, t)
 
 	run := Run{Name: j.name, Node: l.cfg.node, Planned: planned, Start: l.cfg.clock(), Running: true, Fence: t.Fence}
-	j.record(run, interval)
+	j.record(tickCtx, run, interval)
 	began := time.Now()
 	stack, err := j.call(ctx)
 	run.Duration = time.Since(began)
 	close(done)
 	watcher.Wait()
 
+	res := TickResult{Outcome: OutcomeRan, Fence: t.Fence, Locked: t.Locked, Duration: run.Duration}
 	if lease != nil {
-		if lost := lease.Err(); lost != nil && !errors.Is(err, core.ErrLost) {
-			err = errors.Join(err, lost)
+		if lost := lease.Err(); lost != nil {
+			res.Outcome = OutcomeLost
+			if !errors.Is(err, core.ErrLost) {
+				err = errors.Join(err, lost)
+			}
 		}
 	}
 	if cause := context.Cause(ctx); err != nil && errors.Is(cause, ErrMaxHold) && !errors.Is(err, ErrMaxHold) {
@@ -205,9 +225,9 @@ func (j *job) execute(planned time.Time, interval time.Duration, lease *core.Loc
 	if err != nil {
 		run.Error = err.Error()
 	}
-	j.record(run, interval) // before the release: the next run's record comes after
+	j.record(tickCtx, run, interval) // before the release: the next run's record comes after
 	if lease != nil {
-		if rel := lease.Release(context.Background()); rel != nil && lease.Err() == nil {
+		if rel := lease.Release(tickCtx); rel != nil && lease.Err() == nil {
 			l.cfg.logger.Error(rel, "cannot release running lease", kv...)
 		}
 	}
@@ -219,6 +239,13 @@ func (j *job) execute(planned time.Time, interval time.Duration, lease *core.Loc
 	default:
 		l.cfg.logger.Info("ran", with(kv, "duration", run.Duration, "fence", t.Fence)...)
 	}
+	if err != nil {
+		res.Err = err
+		if res.Outcome == OutcomeRan {
+			res.Outcome = OutcomeFailed
+		}
+	}
+	return res
 }
 
 // call runs the job function, turning a panic into an error and a stack.

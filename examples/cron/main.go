@@ -4,12 +4,19 @@
 // slow "settle" job keeps its running lease past the next tick, so that
 // tick is skipped instead of overlapping.
 //
+// With -trace, ticks and locks are instrumented by package otel: every
+// span (latchkey.cron.run, with the running lease's latchkey.acquire and
+// latchkey.release inside) is printed as a JSON line by OpenTelemetry's
+// stdout exporter as it ends, and the metrics are summed up at the end.
+//
 //	go run ./examples/cron                      # embedded miniredis
+//	go run ./examples/cron -trace               # ... printing spans and metrics
 //	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/cron
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log"
 	"sync"
@@ -24,6 +31,13 @@ import (
 const ticks = 4 // how many ticks of "report" to watch
 
 func main() {
+	traceOn := flag.Bool("trace", false, "print OpenTelemetry spans (stdout exporter) and a metrics summary")
+	flag.Parse()
+	tel, err := setupTelemetry("examples/cron", *traceOn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tel.report()
 	rdb, where, cleanup, err := demo.Redis()
 	if err != nil {
 		log.Fatal(err)
@@ -42,10 +56,16 @@ func main() {
 
 	var crons []*cron.Cron
 	var lockers []*cronlock.Locker
+	coreOpts := []core.Option{core.WithKeyPrefix("demo")}
+	lockOpts := []cronlock.Option{cronlock.WithLogger(skipPrinter{say})}
+	if tel.inst != nil { // one Instrumentation for every client and locker
+		coreOpts = append(coreOpts, core.WithObserver(tel.inst))
+		lockOpts = append(lockOpts, cronlock.WithObserver(tel.inst))
+	}
 	for _, node := range []string{"node-a", "node-b", "node-c"} {
-		client := core.NewRedis(rdb, core.WithKeyPrefix("demo"))
+		client := core.NewRedis(rdb, coreOpts...)
 		defer client.Close()
-		l := cronlock.New(client, cronlock.WithNodeID(node), cronlock.WithLogger(skipPrinter{say}))
+		l := cronlock.New(client, append(lockOpts, cronlock.WithNodeID(node))...)
 		c := cron.New(cron.WithLocation(time.UTC))
 		_, err := l.AddFunc(c, "@every 1s", "report", func(ctx context.Context) error {
 			t, _ := cronlock.TickFromContext(ctx)

@@ -2,12 +2,18 @@
 // waits for a release notification, and a fenced store rejects the write
 // of a holder whose lease expired while it paused.
 //
+// With -trace, the locks are instrumented by package otel: every span is
+// printed as a JSON line (OpenTelemetry's stdout exporter) as it ends, and
+// the metrics are summed up at the end.
+//
 //	go run ./examples/lock                      # embedded miniredis
+//	go run ./examples/lock -trace               # ... printing spans and metrics
 //	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/lock
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log"
 	"sync"
@@ -18,6 +24,13 @@ import (
 )
 
 func main() {
+	traceOn := flag.Bool("trace", false, "print OpenTelemetry spans (stdout exporter) and a metrics summary")
+	flag.Parse()
+	tel, err := setupTelemetry("examples/lock", *traceOn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tel.report()
 	rdb, where, cleanup, err := demo.Redis()
 	if err != nil {
 		log.Fatal(err)
@@ -28,9 +41,13 @@ func main() {
 	defer cancel()
 
 	// Three nodes, each with its own Client, as three processes would have.
+	opts := []core.Option{core.WithKeyPrefix("demo")}
+	if tel.inst != nil {
+		opts = append(opts, core.WithObserver(tel.inst)) // one Instrumentation for all
+	}
 	var nodes []*core.Client
 	for i := 0; i < 3; i++ {
-		c := core.NewRedis(rdb, core.WithKeyPrefix("demo"))
+		c := core.NewRedis(rdb, opts...)
 		defer c.Close()
 		nodes = append(nodes, c)
 	}
@@ -42,6 +59,8 @@ func main() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			ctx, span := tel.tracer.Start(ctx, fmt.Sprintf("node %d: daily report", i))
+			defer span.End()
 			err := c.Do(ctx, "report:daily", func(ctx context.Context) error {
 				time.Sleep(50 * time.Millisecond) // the work
 				return nil
@@ -58,6 +77,8 @@ func main() {
 	wg.Wait()
 
 	// 2. A holder pauses past its TTL; the fence stops its late write.
+	ctx, span := tel.tracer.Start(ctx, "fenced writes")
+	defer span.End()
 	store := &fencedStore{}
 	slow, err := nodes[0].TryLock(ctx, "doc:1", core.WithTTL(100*time.Millisecond), core.WithAutoRenew(false))
 	if err != nil {

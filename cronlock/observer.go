@@ -1,0 +1,131 @@
+package cronlock
+
+import (
+	"context"
+	"strconv"
+	"time"
+)
+
+// An Observer sees every tick a Locker handles on this node — for tracing
+// and metrics; package otel implements one. Its methods are called on the
+// tick's goroutine: they must be fast, must not block, and must be safe for
+// concurrent use. Install one with WithObserver.
+type Observer interface {
+	// TickStart is called when a tick begins on this node, before the
+	// tick is claimed. t carries Name, Planned and Node; its Fence and
+	// Locked are not known yet (they come in the TickResult). The context
+	// it returns is the parent of everything the tick does: the claim, the
+	// running lease (so its lock operations are observed under it), the
+	// run record, and the job function's context (so spans the job starts
+	// nest under the tick). It must not be cancelled by the Observer. end
+	// is called exactly once, when the tick is over on this node.
+	TickStart(ctx context.Context, t Tick) (context.Context, func(TickResult))
+}
+
+// WithObserver installs an Observer that is told how every tick ends on
+// this node (default none; nil keeps none).
+func WithObserver(o Observer) Option {
+	return optionFunc(func(c *config) { c.observer = o })
+}
+
+// An Outcome is how a tick ended on this node.
+type Outcome uint8
+
+// The tick outcomes.
+const (
+	// OutcomeRan: the job function ran and returned nil.
+	OutcomeRan Outcome = iota + 1
+	// OutcomeSkipped: the job did not run on this node (see SkipReason).
+	OutcomeSkipped
+	// OutcomeFailed: the job function returned an error, panicked
+	// (ErrPanic) or reached the max hold (ErrMaxHold).
+	OutcomeFailed
+	// OutcomeLost: the running lease was lost while the job ran; the
+	// job's context was cancelled with a cause matching core.ErrLost.
+	OutcomeLost
+)
+
+// String returns "ran", "skipped", "failed", "lost", or "Outcome(n)".
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeRan:
+		return "ran"
+	case OutcomeSkipped:
+		return "skipped"
+	case OutcomeFailed:
+		return "failed"
+	case OutcomeLost:
+		return "lost"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// A SkipReason says why a tick was skipped on this node.
+type SkipReason uint8
+
+// The skip reasons.
+const (
+	// SkipNone: the tick was not skipped.
+	SkipNone SkipReason = iota
+	// SkipClaimed: another run (another node) had claimed the tick.
+	SkipClaimed
+	// SkipRunning: the previous run still held the running lease
+	// (OverlapSkip, or OverlapWait until the next fire time).
+	SkipRunning
+	// SkipClosed: the core.Client was closed.
+	SkipClosed
+	// SkipError: claiming the tick or taking the running lease failed —
+	// Redis unreachable (and the Locker fails closed) or an invalid lock
+	// setting. TickResult.Err says which.
+	SkipError
+)
+
+// String returns "", "claimed", "running", "closed", "error", or
+// "SkipReason(n)".
+func (r SkipReason) String() string {
+	switch r {
+	case SkipNone:
+		return ""
+	case SkipClaimed:
+		return "claimed"
+	case SkipRunning:
+		return "running"
+	case SkipClosed:
+		return "closed"
+	case SkipError:
+		return "error"
+	}
+	return "SkipReason(" + strconv.Itoa(int(r)) + ")"
+}
+
+// TickResult is how a tick ended on this node.
+type TickResult struct {
+	// Outcome is ran, skipped, failed or lost.
+	Outcome Outcome
+	// Skip says why, for OutcomeSkipped; SkipNone otherwise.
+	Skip SkipReason
+	// Err is nil for OutcomeRan and for a skip by contention (SkipClaimed,
+	// SkipRunning). It is the job's error for OutcomeFailed, an error
+	// matching core.ErrLost for OutcomeLost, and the locking error for
+	// SkipError and SkipClosed.
+	Err error
+	// Fence is the running lease's fence; 0 when the job did not run
+	// under the lock.
+	Fence int64
+	// Locked is true when the job ran under the claim and running lease,
+	// false when it was skipped or ran without the lock (WithFailOpen).
+	Locked bool
+	// Duration is how long the job function ran; 0 when it did not run.
+	Duration time.Duration
+}
+
+// observe starts observing the tick planned at planned. Without an
+// Observer it returns a background context and a no-op.
+func (j *job) observe(planned time.Time) (context.Context, func(TickResult)) {
+	ctx := context.Background()
+	o := j.l.cfg.observer
+	if o == nil {
+		return ctx, func(TickResult) {}
+	}
+	return o.TickStart(ctx, Tick{Name: j.name, Planned: planned, Node: j.l.cfg.node})
+}

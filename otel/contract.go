@@ -1,0 +1,133 @@
+package otel
+
+import (
+	"context"
+	"errors"
+
+	"github.com/latchkey/latchkey/core"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+)
+
+// The telemetry contract: span names, attribute keys, outcome values and
+// metric names. Dashboards and alerts depend on them; contract_test.go pins
+// every one, so a rename fails the tests before it reaches a user.
+
+// Span names.
+const (
+	spanAcquire = "latchkey.acquire"
+	spanRelease = "latchkey.release"
+	spanExtend  = "latchkey.extend"
+	spanRenew   = "latchkey.renew"
+	spanLost    = "latchkey.lost"
+	spanCronRun = "latchkey.cron.run"
+
+	// eventLost is added to the span that was current when a lost lease
+	// was acquired, if it is still recording.
+	eventLost = "latchkey.lease.lost"
+)
+
+// Attribute keys.
+const (
+	keyLockName     = attribute.Key("latchkey.lock.name")
+	keyOperation    = attribute.Key("latchkey.operation.name")
+	keyOutcome      = attribute.Key("latchkey.outcome")
+	keyFence        = attribute.Key("latchkey.lock.fence")
+	keyAttempts     = attribute.Key("latchkey.lock.attempts")
+	keyWait         = attribute.Key("latchkey.lock.wait.duration") // seconds
+	keyHeld         = attribute.Key("latchkey.lock.held.duration") // seconds
+	keyKeyHash      = attribute.Key("latchkey.lock.key_hash")
+	keyKeyRaw       = attribute.Key("latchkey.lock.key")
+	keyCronJob      = attribute.Key("latchkey.cron.job")
+	keyCronPlanned  = attribute.Key("latchkey.cron.planned") // RFC 3339, UTC
+	keyCronNode     = attribute.Key("latchkey.cron.node")
+	keyCronSkip     = attribute.Key("latchkey.cron.skip_reason")
+	keyCronLocked   = attribute.Key("latchkey.cron.locked")
+	keyCronDuration = attribute.Key("latchkey.cron.run.duration") // seconds
+	keyErrorType    = semconv.ErrorTypeKey
+)
+
+// Outcomes (latchkey.outcome) of lock operations. Contention is an
+// outcome, not an error: only outcomeFailed, outcomeNotHeld and outcomeLost
+// come with error status and error.type.
+const (
+	outcomeAcquired  = "acquired"
+	outcomeReentered = "reentered" // acquire or release of a re-entered hold
+	outcomeContended = "contended" // TryLock found it held; a retry budget ran out
+	outcomeReleased  = "released"
+	outcomeExtended  = "extended"
+	outcomeRenewed   = "renewed"
+	outcomeNotHeld   = "not_held" // the lease had expired or been taken over
+	outcomeLost      = "lost"     // the lease was lost (release of a lost lease, LeaseLost)
+	outcomeFailed    = "failed"   // any other error; error.type says which
+)
+
+// Metric names.
+const (
+	metricOpDuration   = "latchkey.lock.operation.duration"
+	metricWaitDuration = "latchkey.lock.wait.duration"
+	metricHeldDuration = "latchkey.lock.held.duration"
+	metricHeldCount    = "latchkey.lock.held.count"
+	metricLosses       = "latchkey.lock.losses"
+	metricCronRuns     = "latchkey.cron.runs"
+	metricCronDuration = "latchkey.cron.run.duration"
+)
+
+// durationBuckets are the explicit histogram boundaries of every duration
+// metric, in seconds: 0.1 ms to 30 s.
+var durationBuckets = []float64{
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+}
+
+// Error types (error.type).
+const (
+	errTimeout    = "timeout"          // a wait or a call ran out of time
+	errCanceled   = "canceled"         // the caller's context was cancelled
+	errLost       = "lost"             // the lease was lost
+	errNotHeld    = "not_held"         // release/extend/renew found the lease gone
+	errClosed     = "closed"           // the core.Client was closed
+	errReplicaAck = "replica_ack"      // core.ErrReplicaAck
+	errInvalid    = "invalid_argument" // a bad key, TTL or option
+	errBackend    = "backend"          // Redis (or another backend) failed
+	errPanic      = "panic"            // a cron job panicked
+	errMaxHold    = "max_hold"         // a cron job reached its max hold
+)
+
+// errorType names err for error.type, low-cardinality: the value of an
+// ErrorType() string method in its chain (as semconv.ErrorType), else the
+// first sentinel of this module it matches, else fallback.
+func errorType(err error, fallback string) string {
+	var et interface{ ErrorType() string }
+	if errors.As(err, &et) {
+		if s := et.ErrorType(); s != "" {
+			return s
+		}
+	}
+	switch {
+	case errors.Is(err, core.ErrLost):
+		return errLost
+	case errors.Is(err, core.ErrClosed):
+		return errClosed
+	case errors.Is(err, context.DeadlineExceeded):
+		return errTimeout
+	case errors.Is(err, context.Canceled):
+		return errCanceled
+	case errors.Is(err, core.ErrNotHeld):
+		return errNotHeld
+	case errors.Is(err, core.ErrReplicaAck):
+		return errReplicaAck
+	case errors.Is(err, core.ErrInvalidKey), errors.Is(err, core.ErrInvalidTTL),
+		errors.Is(err, core.ErrInvalidOption), errors.Is(err, core.ErrNilClient):
+		return errInvalid
+	}
+	return fallback
+}
+
+// isContention reports whether an acquisition error is plain contention:
+// ErrNotAcquired without a deadline or cancellation behind it (TryLock
+// found the key held, or Lock's retry budget ran out).
+func isContention(err error) bool {
+	return errors.Is(err, core.ErrNotAcquired) &&
+		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
+}

@@ -1,0 +1,184 @@
+package otel_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/cronlock"
+	"github.com/latchkey/latchkey/otel"
+	"github.com/robfig/cron/v3"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+)
+
+// TestContract pins the telemetry contract — scope, span names, attribute
+// keys and values, metric names, units, descriptions, instrument kinds,
+// bucket boundaries and attribute sets — so that no dashboard or alert
+// breaks silently. A deliberate change edits this test and the README's
+// table together.
+func TestContract(t *testing.T) {
+	if otel.ScopeName != "github.com/latchkey/latchkey/otel" || otel.Version == "" {
+		t.Fatalf("scope %q version %q", otel.ScopeName, otel.Version)
+	}
+	tel := newTelemetry(t)
+	generate(t, tel)
+
+	t.Run("spans", func(t *testing.T) {
+		want := map[string]string{ // "<span> <outcome>" → its attribute keys
+			"latchkey.acquire acquired":  "latchkey.lock.attempts latchkey.lock.fence latchkey.lock.name latchkey.lock.wait.duration latchkey.operation.name latchkey.outcome",
+			"latchkey.acquire contended": "latchkey.lock.attempts latchkey.lock.name latchkey.lock.wait.duration latchkey.operation.name latchkey.outcome",
+			"latchkey.acquire failed":    "error.type latchkey.lock.attempts latchkey.lock.name latchkey.lock.wait.duration latchkey.operation.name latchkey.outcome",
+			"latchkey.extend extended":   "latchkey.lock.fence latchkey.lock.name latchkey.operation.name latchkey.outcome",
+			"latchkey.release released":  "latchkey.lock.fence latchkey.lock.held.duration latchkey.lock.name latchkey.operation.name latchkey.outcome",
+			"latchkey.release lost":      "error.type latchkey.lock.fence latchkey.lock.held.duration latchkey.lock.name latchkey.operation.name latchkey.outcome",
+			"latchkey.lost lost":         "error.type latchkey.lock.fence latchkey.lock.held.duration latchkey.lock.name latchkey.outcome",
+			"latchkey.cron.run ran":      "latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.run.duration latchkey.lock.fence latchkey.outcome",
+			"latchkey.cron.run skipped":  "latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.skip_reason latchkey.outcome",
+			"latchkey.cron.run failed":   "error.type latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.run.duration latchkey.lock.fence latchkey.outcome",
+		}
+		got := map[string]string{}
+		for _, s := range tel.sr.Ended() {
+			k := s.Name() + " " + attrs(s)[outcome].AsString()
+			if prev, ok := got[k]; ok && prev != keyList(s.Attributes()) {
+				t.Errorf("%s: attribute keys vary: %q and %q", k, prev, keyList(s.Attributes()))
+			}
+			got[k] = keyList(s.Attributes())
+			if s.InstrumentationScope().Name != otel.ScopeName || s.InstrumentationScope().Version != otel.Version {
+				t.Errorf("%s: scope %v", s.Name(), s.InstrumentationScope())
+			}
+		}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("%s:\n got  %q\n want %q", k, got[k], w)
+			}
+		}
+		for k := range got {
+			if _, ok := want[k]; !ok {
+				t.Errorf("span %q is not in the contract", k)
+			}
+		}
+	})
+
+	t.Run("metrics", func(t *testing.T) {
+		lock := func(name string, kv ...attribute.KeyValue) attribute.Set {
+			return attribute.NewSet(append(kv, attribute.String("latchkey.lock.name", name))...)
+		}
+		op := func(name, op, outcome string, kv ...attribute.KeyValue) attribute.Set {
+			return lock(name, append(kv, attribute.String("latchkey.operation.name", op), attribute.String("latchkey.outcome", outcome))...)
+		}
+		oc := func(name, outcome string, kv ...attribute.KeyValue) attribute.Set {
+			return lock(name, append(kv, attribute.String("latchkey.outcome", outcome))...)
+		}
+		job := func(job, outcome string, kv ...attribute.KeyValue) attribute.Set {
+			return attribute.NewSet(append(kv, attribute.String("latchkey.cron.job", job), attribute.String("latchkey.outcome", outcome))...)
+		}
+		et := attribute.String
+		hist := func(name, desc string, sets ...attribute.Set) metricdata.Metrics {
+			var dps []metricdata.HistogramDataPoint[float64]
+			for _, s := range sets {
+				dps = append(dps, metricdata.HistogramDataPoint[float64]{Attributes: s})
+			}
+			return metricdata.Metrics{Name: name, Description: desc, Unit: "s",
+				Data: metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality, DataPoints: dps}}
+		}
+		sum := func(name, desc, unit string, monotonic bool, sets ...attribute.Set) metricdata.Metrics {
+			var dps []metricdata.DataPoint[int64]
+			for _, s := range sets {
+				dps = append(dps, metricdata.DataPoint[int64]{Attributes: s})
+			}
+			return metricdata.Metrics{Name: name, Description: desc, Unit: unit,
+				Data: metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: monotonic, DataPoints: dps}}
+		}
+		want := []metricdata.Metrics{
+			hist("latchkey.lock.operation.duration", "Duration of lock operations (acquire including its wait, release, extend, renew).",
+				op("sku", "acquire", "acquired"), op("sku", "acquire", "contended"),
+				op("sku", "acquire", "failed", et("error.type", "timeout")),
+				op("sku", "extend", "extended"), op("sku", "release", "released"),
+				op("doc", "acquire", "acquired"), op("doc", "release", "lost", et("error.type", "lost")),
+				op("cron", "acquire", "acquired"), op("cron", "release", "released")),
+			hist("latchkey.lock.wait.duration", "Time an acquisition spent waiting for a held key, until it got the lock or gave up.",
+				oc("sku", "acquired"), oc("sku", "contended"), oc("sku", "failed", et("error.type", "timeout")),
+				oc("doc", "acquired"), oc("cron", "acquired")),
+			hist("latchkey.lock.held.duration", "Time a lease was held, from acquisition to release or loss.",
+				oc("sku", "released"), oc("doc", "lost"), oc("cron", "released")),
+			sum("latchkey.lock.held.count", "Leases held by this process now.", "{lock}", false,
+				lock("sku"), lock("doc"), lock("cron")),
+			sum("latchkey.lock.losses", "Leases lost before their release: expired, taken over, or not renewable.", "{lock}", true,
+				lock("doc")),
+			sum("latchkey.cron.runs", "Cron ticks handled by this node, by outcome.", "{run}", true,
+				job("report", "ran"), job("report", "skipped", et("latchkey.cron.skip_reason", "claimed")),
+				job("export", "failed", et("error.type", "_OTHER"))),
+			hist("latchkey.cron.run.duration", "Duration of cron job function runs.",
+				job("report", "ran"), job("export", "failed", et("error.type", "_OTHER"))),
+		}
+		got := tel.collect(t)
+		if len(got) != len(want) {
+			t.Errorf("%d metrics, want %d", len(got), len(want))
+		}
+		buckets := []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+		for _, w := range want {
+			g, ok := got[w.Name]
+			if !ok {
+				t.Errorf("no metric %s", w.Name)
+				continue
+			}
+			metricdatatest.AssertEqual(t, w, g, metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreValue(), metricdatatest.IgnoreExemplars())
+			if h, ok := g.Data.(metricdata.Histogram[float64]); ok {
+				for _, p := range h.DataPoints {
+					if !slices.Equal(p.Bounds, buckets) {
+						t.Errorf("%s: bounds %v", w.Name, p.Bounds)
+					}
+				}
+			}
+		}
+		if v := tel.value(t, "latchkey.lock.held.count"); v != 0 {
+			t.Errorf("held count %v at the end", v)
+		}
+	})
+}
+
+// generate makes one of each span and measurement of the contract.
+func generate(t *testing.T, tel *telemetry) {
+	t.Helper()
+	ctx := context.Background()
+	c := core.NewMemory(core.WithObserver(tel.inst))
+	defer c.Close()
+
+	a, err := c.TryLock(ctx, "sku:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryLock(ctx, "sku:1"); !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatal(err)
+	}
+	if _, err := c.Lock(ctx, "sku:1", core.WithWaitTimeout(20*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal(err)
+	}
+	if err := a.Extend(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	lost, err := c.TryLock(ctx, "doc:1", core.WithTTL(20*time.Millisecond), core.WithAutoRenew(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the loss", 5*time.Second, func() bool { return len(tel.spans("latchkey.lost")) == 1 })
+	lost.Release(ctx)
+
+	at := time.Date(2031, 5, 6, 3, 0, 1, 0, time.UTC)
+	l := cronlock.New(c, cronlock.WithObserver(tel.inst), cronlock.WithNodeID("node-a"),
+		cronlock.WithClock(func() time.Time { return at }), cronlock.WithLogger(cron.DiscardLogger))
+	report, _ := l.Job("report", cron.Every(time.Hour), func(context.Context) error { return nil })
+	export, _ := l.Job("export", cron.Every(time.Hour), func(context.Context) error { return errors.New("bucket not found") })
+	report.Run()
+	report.Run() // claimed
+	export.Run()
+}

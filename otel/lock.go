@@ -1,0 +1,192 @@
+package otel
+
+import (
+	"context"
+	"time"
+
+	"github.com/latchkey/latchkey/core"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// OpStart implements core.Observer: it starts the operation's span
+// (latchkey.acquire, latchkey.release, latchkey.extend; latchkey.renew only
+// with WithRenewalSpans) as a child of ctx's span, and returns a context
+// carrying it, so the Redis command spans of go-redis's own OpenTelemetry
+// hook nest under it. The returned func ends the span and records the
+// operation's metrics.
+func (in *Instrumentation) OpStart(ctx context.Context, op core.Op, key string) (context.Context, func(core.OpResult)) {
+	start := time.Now()
+	var caller, span trace.Span
+	if op == core.OpAcquire {
+		caller = trace.SpanFromContext(ctx)
+	}
+	spanCtx := context.Background()
+	if op != core.OpRenew || in.cfg.renewSpans {
+		parent := ctx
+		if op == core.OpRenew {
+			parent = in.leases.parent(ctx, key)
+		}
+		ctx, span = in.tracer.Start(parent, opSpanName(op), in.startOpts...)
+		spanCtx = ctx
+	}
+	return ctx, func(r core.OpResult) { in.opEnd(spanCtx, op, key, start, span, caller, r) }
+}
+
+func opSpanName(op core.Op) string {
+	switch op {
+	case core.OpAcquire:
+		return spanAcquire
+	case core.OpRelease:
+		return spanRelease
+	case core.OpExtend:
+		return spanExtend
+	case core.OpRenew:
+		return spanRenew
+	}
+	return "latchkey." + op.String()
+}
+
+// opOutcome names the outcome of an operation and, for a failure, its
+// error type ("" when it did not fail).
+func opOutcome(op core.Op, r core.OpResult) (outcome, errType string) {
+	switch {
+	case r.Err == nil && r.Reentered:
+		return outcomeReentered, ""
+	case r.Lost && op == core.OpRelease:
+		if r.Err != nil {
+			return outcomeLost, errLost
+		}
+		return outcomeLost, ""
+	case r.Err == nil:
+		switch op {
+		case core.OpAcquire:
+			return outcomeAcquired, ""
+		case core.OpRelease:
+			return outcomeReleased, ""
+		case core.OpExtend:
+			return outcomeExtended, ""
+		}
+		return outcomeRenewed, ""
+	case op == core.OpAcquire && isContention(r.Err):
+		return outcomeContended, ""
+	}
+	t := errorType(r.Err, errBackend)
+	if t == errNotHeld {
+		return outcomeNotHeld, t
+	}
+	return outcomeFailed, t
+}
+
+// opEnd ends an operation: metrics, the lease table, the span.
+func (in *Instrumentation) opEnd(ctx context.Context, op core.Op, key string, start time.Time, span, caller trace.Span, r core.OpResult) {
+	d := time.Since(start)
+	name := in.lockName(key)
+	outcome, errType := opOutcome(op, r)
+	// Enabled is false for no-op instruments: skip building their series.
+	// The held count is always recorded, so that its ups and downs match
+	// even if a global provider is installed while locks are held.
+	if in.m.opDuration.Enabled(ctx) {
+		in.m.opDuration.Record(ctx, d.Seconds(), in.lockSeries(seriesOp, name, op.String(), outcome, errType).rec...)
+	}
+	switch {
+	case op == core.OpAcquire && !r.Reentered:
+		if in.m.waitDuration.Enabled(ctx) {
+			in.m.waitDuration.Record(ctx, r.Wait.Seconds(), in.lockSeries(seriesWait, name, "", outcome, errType).rec...)
+		}
+		if r.Err == nil {
+			in.m.heldCount.Add(ctx, 1, in.lockSeries(seriesHeldCount, name, "", "", "").add...)
+			if span != nil && span.IsRecording() {
+				in.leases.put(key, leaseEntry{
+					fence: r.Fence, acquire: span.SpanContext(), caller: caller, callerIsTick: isTickSpan(ctx, caller),
+				})
+			}
+		}
+	case op == core.OpRelease && !r.Reentered:
+		// A lost lease was (or is about to be) counted out by LeaseLost,
+		// which also takes its table entry: core calls LeaseLost once for
+		// every lease a release reports Lost, possibly after the release.
+		if !r.Lost {
+			in.leases.take(key, r.Fence)
+			in.m.heldCount.Add(ctx, -1, in.lockSeries(seriesHeldCount, name, "", "", "").add...)
+			if in.m.heldDuration.Enabled(ctx) {
+				in.m.heldDuration.Record(ctx, r.Held.Seconds(), in.lockSeries(seriesHeld, name, "", outcome, "").rec...)
+			}
+		}
+	}
+	if span == nil {
+		return
+	}
+	if span.IsRecording() {
+		attrs := make([]attribute.KeyValue, 0, len(in.cfg.attrs)+9)
+		attrs = append(attrs, in.cfg.attrs...)
+		attrs = append(attrs, keyLockName.String(name), keyOperation.String(op.String()), keyOutcome.String(outcome))
+		switch op {
+		case core.OpAcquire:
+			attrs = append(attrs, keyAttempts.Int(r.Attempts))
+			if !r.Reentered {
+				attrs = append(attrs, keyWait.Float64(r.Wait.Seconds()))
+			}
+			if r.Err == nil {
+				attrs = append(attrs, keyFence.Int64(r.Fence))
+			}
+		case core.OpRelease:
+			attrs = append(attrs, keyFence.Int64(r.Fence))
+			if !r.Reentered {
+				attrs = append(attrs, keyHeld.Float64(r.Held.Seconds()))
+			}
+		default:
+			attrs = append(attrs, keyFence.Int64(r.Fence))
+		}
+		attrs = in.spanKeyAttrs(attrs, key)
+		if errType != "" {
+			attrs = append(attrs, keyErrorType.String(errType))
+		}
+		span.SetAttributes(attrs...)
+	}
+	if errType != "" {
+		span.SetStatus(codes.Error, r.Err.Error())
+	}
+	span.End()
+}
+
+// LeaseLost implements core.Observer: it counts the loss, takes the lease
+// out of the held count and records how long it was held, and emits a
+// latchkey.lost span with error status — a child of the lease's
+// latchkey.acquire span when that span was recorded, so the loss shows in
+// the trace that took the lock — and a latchkey.lease.lost event on the
+// span that was current at the acquisition, if that span is still
+// recording (the caller of Client.Do). A cron run's span gets the event
+// from the run's own result instead (see TickStart).
+func (in *Instrumentation) LeaseLost(key string, fence int64, held time.Duration, cause error) {
+	ctx := context.Background()
+	name := in.lockName(key)
+	in.m.heldCount.Add(ctx, -1, in.lockSeries(seriesHeldCount, name, "", "", "").add...)
+	in.m.losses.Add(ctx, 1, in.lockSeries(seriesLosses, name, "", "", "").add...)
+	in.m.heldDuration.Record(ctx, held.Seconds(), in.lockSeries(seriesHeld, name, "", outcomeLost, "").rec...)
+
+	e, tracked := in.leases.take(key, fence)
+	if tracked {
+		ctx = trace.ContextWithSpanContext(ctx, e.acquire)
+	}
+	_, span := in.tracer.Start(ctx, spanLost, in.startOpts...)
+	attrs := []attribute.KeyValue{
+		keyLockName.String(name), keyFence.Int64(fence), keyHeld.Float64(held.Seconds()), keyErrorType.String(errLost),
+	}
+	if span.IsRecording() {
+		full := append(append(append(make([]attribute.KeyValue, 0, len(in.cfg.attrs)+6), in.cfg.attrs...), attrs...), keyOutcome.String(outcomeLost))
+		span.SetAttributes(in.spanKeyAttrs(full, key)...)
+	}
+	msg := "lease lost"
+	if cause != nil {
+		msg = cause.Error()
+	}
+	span.SetStatus(codes.Error, msg)
+	span.End()
+	// A cron run adds the event itself when it ends (its TickResult says
+	// lost): core may call LeaseLost only after the run has ended.
+	if tracked && e.caller != nil && !e.callerIsTick && e.caller.IsRecording() {
+		e.caller.AddEvent(eventLost, trace.WithAttributes(attrs...))
+	}
+}

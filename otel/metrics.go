@@ -1,0 +1,163 @@
+package otel
+
+import (
+	"sync"
+
+	otelapi "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// instruments are the metric instruments of an Instrumentation.
+type instruments struct {
+	opDuration   metric.Float64Histogram
+	waitDuration metric.Float64Histogram
+	heldDuration metric.Float64Histogram
+	heldCount    metric.Int64UpDownCounter
+	losses       metric.Int64Counter
+	cronRuns     metric.Int64Counter
+	cronDuration metric.Float64Histogram
+}
+
+// newInstruments creates the instruments on m. An instrument that cannot
+// be created is reported to the global error handler (otel.Handle) and
+// left a no-op, as the OpenTelemetry contrib instrumentations do.
+func newInstruments(m metric.Meter) instruments {
+	var in instruments
+	hist := func(name, desc string) metric.Float64Histogram {
+		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(durationBuckets...))
+		handle(err)
+		return h
+	}
+	in.opDuration = hist(metricOpDuration, "Duration of lock operations (acquire including its wait, release, extend, renew).")
+	in.waitDuration = hist(metricWaitDuration, "Time an acquisition spent waiting for a held key, until it got the lock or gave up.")
+	in.heldDuration = hist(metricHeldDuration, "Time a lease was held, from acquisition to release or loss.")
+	in.cronDuration = hist(metricCronDuration, "Duration of cron job function runs.")
+	var err error
+	in.heldCount, err = m.Int64UpDownCounter(metricHeldCount, metric.WithUnit("{lock}"),
+		metric.WithDescription("Leases held by this process now."))
+	handle(err)
+	in.losses, err = m.Int64Counter(metricLosses, metric.WithUnit("{lock}"),
+		metric.WithDescription("Leases lost before their release: expired, taken over, or not renewable."))
+	handle(err)
+	in.cronRuns, err = m.Int64Counter(metricCronRuns, metric.WithUnit("{run}"),
+		metric.WithDescription("Cron ticks handled by this node, by outcome."))
+	handle(err)
+	return in
+}
+
+// handle reports an error to the global OpenTelemetry error handler.
+func handle(err error) {
+	if err != nil {
+		otelapi.Handle(err)
+	}
+}
+
+// A series is one attribute set with its measurement options built once,
+// so recording into it allocates nothing here.
+type series struct {
+	rec []metric.RecordOption
+	add []metric.AddOption
+}
+
+func newSeries(attrs ...attribute.KeyValue) *series {
+	o := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	return &series{rec: []metric.RecordOption{o}, add: []metric.AddOption{o}}
+}
+
+// seriesKey identifies a series: the lock name or cron job, the operation
+// (or skip reason), the outcome and the error type.
+type seriesKey struct {
+	metric  uint8
+	name    string
+	op      string
+	outcome string
+	errType string
+}
+
+// maxCachedSeries bounds the series cache. Beyond it (a lock-name function
+// that lets IDs through) series are built per measurement: slower, but
+// memory stays bounded.
+const maxCachedSeries = 4096
+
+// seriesCache keeps the series of the attribute sets seen so far.
+type seriesCache struct {
+	mu sync.RWMutex
+	m  map[seriesKey]*series
+}
+
+// get returns the series of k, building its attributes with build when it
+// is not cached.
+func (c *seriesCache) get(k seriesKey, build func(seriesKey) []attribute.KeyValue) *series {
+	c.mu.RLock()
+	s := c.m[k]
+	c.mu.RUnlock()
+	if s != nil {
+		return s
+	}
+	s = newSeries(build(k)...)
+	c.mu.Lock()
+	if len(c.m) < maxCachedSeries {
+		if c.m == nil {
+			c.m = make(map[seriesKey]*series)
+		}
+		if old := c.m[k]; old != nil {
+			s = old
+		} else {
+			c.m[k] = s
+		}
+	}
+	c.mu.Unlock()
+	return s
+}
+
+// Which metric a series belongs to (its attribute keys differ).
+const (
+	seriesOp uint8 = iota + 1
+	seriesWait
+	seriesHeld
+	seriesHeldCount
+	seriesLosses
+	seriesCronRuns
+	seriesCronDuration
+)
+
+// lockAttrs builds the attributes of a lock metric series.
+func (in *Instrumentation) lockAttrs(k seriesKey) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, len(in.cfg.attrs)+4)
+	attrs = append(attrs, in.cfg.attrs...)
+	attrs = append(attrs, keyLockName.String(k.name))
+	switch k.metric {
+	case seriesOp:
+		attrs = append(attrs, keyOperation.String(k.op), keyOutcome.String(k.outcome))
+	case seriesWait, seriesHeld:
+		attrs = append(attrs, keyOutcome.String(k.outcome))
+	}
+	if k.errType != "" {
+		attrs = append(attrs, keyErrorType.String(k.errType))
+	}
+	return attrs
+}
+
+// cronAttrs builds the attributes of a cron metric series.
+func (in *Instrumentation) cronAttrs(k seriesKey) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, len(in.cfg.attrs)+4)
+	attrs = append(attrs, in.cfg.attrs...)
+	attrs = append(attrs, keyCronJob.String(k.name), keyOutcome.String(k.outcome))
+	if k.op != "" {
+		attrs = append(attrs, keyCronSkip.String(k.op))
+	}
+	if k.errType != "" {
+		attrs = append(attrs, keyErrorType.String(k.errType))
+	}
+	return attrs
+}
+
+func (in *Instrumentation) lockSeries(metric uint8, name, op, outcome, errType string) *series {
+	return in.series.get(seriesKey{metric: metric, name: name, op: op, outcome: outcome, errType: errType}, in.lockAttrs)
+}
+
+func (in *Instrumentation) cronSeries(metric uint8, job, skip, outcome, errType string) *series {
+	return in.series.get(seriesKey{metric: metric, name: job, op: skip, outcome: outcome, errType: errType}, in.cronAttrs)
+}
