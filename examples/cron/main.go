@@ -33,11 +33,11 @@ const ticks = 4 // how many ticks of "report" to watch
 func main() {
 	traceOn := flag.Bool("trace", false, "print OpenTelemetry spans (stdout exporter) and a metrics summary")
 	flag.Parse()
-	tel, err := setupTelemetry("examples/cron", *traceOn)
+	tel, err := demo.SetupTelemetry("examples/cron", *traceOn)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer tel.report()
+	defer tel.Report()
 	rdb, where, cleanup, err := demo.Redis()
 	if err != nil {
 		log.Fatal(err)
@@ -58,9 +58,9 @@ func main() {
 	var lockers []*cronlock.Locker
 	coreOpts := []core.Option{core.WithKeyPrefix("demo")}
 	lockOpts := []cronlock.Option{cronlock.WithLogger(skipPrinter{say})}
-	if tel.inst != nil { // one Instrumentation for every client and locker
-		coreOpts = append(coreOpts, core.WithObserver(tel.inst))
-		lockOpts = append(lockOpts, cronlock.WithObserver(tel.inst))
+	if tel.Inst != nil { // one Instrumentation for every client and locker
+		coreOpts = append(coreOpts, core.WithObserver(tel.Inst))
+		lockOpts = append(lockOpts, cronlock.WithObserver(tel.Inst))
 	}
 	for _, node := range []string{"node-a", "node-b", "node-c"} {
 		client := core.NewRedis(rdb, coreOpts...)

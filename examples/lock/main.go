@@ -26,11 +26,11 @@ import (
 func main() {
 	traceOn := flag.Bool("trace", false, "print OpenTelemetry spans (stdout exporter) and a metrics summary")
 	flag.Parse()
-	tel, err := setupTelemetry("examples/lock", *traceOn)
+	tel, err := demo.SetupTelemetry("examples/lock", *traceOn)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer tel.report()
+	defer tel.Report()
 	rdb, where, cleanup, err := demo.Redis()
 	if err != nil {
 		log.Fatal(err)
@@ -42,8 +42,8 @@ func main() {
 
 	// Three nodes, each with its own Client, as three processes would have.
 	opts := []core.Option{core.WithKeyPrefix("demo")}
-	if tel.inst != nil {
-		opts = append(opts, core.WithObserver(tel.inst)) // one Instrumentation for all
+	if tel.Inst != nil {
+		opts = append(opts, core.WithObserver(tel.Inst)) // one Instrumentation for all
 	}
 	var nodes []*core.Client
 	for i := 0; i < 3; i++ {
@@ -59,7 +59,7 @@ func main() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, span := tel.tracer.Start(ctx, fmt.Sprintf("node %d: daily report", i))
+			ctx, span := tel.Tracer.Start(ctx, fmt.Sprintf("node %d: daily report", i))
 			defer span.End()
 			err := c.Do(ctx, "report:daily", func(ctx context.Context) error {
 				time.Sleep(50 * time.Millisecond) // the work
@@ -77,7 +77,7 @@ func main() {
 	wg.Wait()
 
 	// 2. A holder pauses past its TTL; the fence stops its late write.
-	ctx, span := tel.tracer.Start(ctx, "fenced writes")
+	ctx, span := tel.Tracer.Start(ctx, "fenced writes")
 	defer span.End()
 	store := &fencedStore{}
 	slow, err := nodes[0].TryLock(ctx, "doc:1", core.WithTTL(100*time.Millisecond), core.WithAutoRenew(false))

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -18,18 +18,19 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
-// telemetry is the demo's OpenTelemetry setup: with -trace, every span is
+// Telemetry is the demo's OpenTelemetry setup: with -trace, every span is
 // printed as one JSON line by the stdout exporter when it ends, and a
 // summary of the metrics is printed at the end.
-type telemetry struct {
-	inst   *otel.Instrumentation // nil without -trace
-	tracer trace.Tracer          // the program's own spans; no-op without -trace
-	report func()                // prints the metrics summary and flushes
+type Telemetry struct {
+	Inst   *otel.Instrumentation // nil without -trace
+	Tracer trace.Tracer          // the program's own spans; no-op without -trace
+	Report func()                // prints the metrics summary and flushes
 }
 
-func setupTelemetry(service string, on bool) (*telemetry, error) {
+// SetupTelemetry returns the setup; on is the program's -trace flag.
+func SetupTelemetry(service string, on bool) (*Telemetry, error) {
 	if !on {
-		return &telemetry{tracer: noop.NewTracerProvider().Tracer(service), report: func() {}}, nil
+		return &Telemetry{Tracer: noop.NewTracerProvider().Tracer(service), Report: func() {}}, nil
 	}
 	exp, err := stdouttrace.New(stdouttrace.WithWriter(os.Stdout))
 	if err != nil {
@@ -39,10 +40,10 @@ func setupTelemetry(service string, on bool) (*telemetry, error) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(res))
 	reader := metric.NewManualReader()
 	mp := metric.NewMeterProvider(metric.WithReader(reader), metric.WithResource(res))
-	return &telemetry{
-		inst:   otel.New(otel.WithTracerProvider(tp), otel.WithMeterProvider(mp)),
-		tracer: tp.Tracer(service),
-		report: func() {
+	return &Telemetry{
+		Inst:   otel.New(otel.WithTracerProvider(tp), otel.WithMeterProvider(mp)),
+		Tracer: tp.Tracer(service),
+		Report: func() {
 			ctx := context.Background()
 			printMetrics(ctx, reader)
 			_ = tp.Shutdown(ctx)
