@@ -1,0 +1,74 @@
+package dbguard
+
+import "errors"
+
+// Errors returned by this package. Match them with errors.Is: each is
+// wrapped with the SKU or key concerned and, where there is one, the cause
+// (a database error, a Redis error, context.DeadlineExceeded), so errors.Is
+// finds both.
+//
+// ErrInsufficientStock and ErrUnknownSKU are answers about the stock;
+// ErrBusy is contention that outlasted the configured bounds; a database or
+// Redis failure is returned wrapped as itself (ErrLockUnavailable for the
+// lock service under the Locked strategy), never disguised as one of them.
+var (
+	// ErrInsufficientStock: the SKU has fewer units than asked for. Nothing
+	// was deducted (for DeductMany: from any SKU of the order).
+	ErrInsufficientStock = errors.New("dbguard: insufficient stock")
+
+	// ErrUnknownSKU: no row for the SKU. Restock creates it.
+	ErrUnknownSKU = errors.New("dbguard: unknown sku")
+
+	// ErrInvalidSKU: the SKU is empty, longer than MaxSKULen bytes, not
+	// valid UTF-8 or contains a NUL byte.
+	ErrInvalidSKU = errors.New("dbguard: invalid sku")
+
+	// ErrInvalidQty: a quantity of zero or less, or an order with no items.
+	ErrInvalidQty = errors.New("dbguard: invalid quantity")
+
+	// ErrNilDB: New or VersionsInSQL was given a nil *sql.DB.
+	ErrNilDB = errors.New("dbguard: nil database")
+
+	// ErrInvalidOption: an option that cannot work — a malformed table or
+	// column name, an unknown strategy or dialect, a duration or retry
+	// count below 1, Locked without WithLocker, or a driver whose dialect
+	// cannot be detected (use WithDialect) — or a nil VersionStore, Redis
+	// client or update func. Every call of a Guard (or Versioned) made with
+	// such an option returns it.
+	ErrInvalidOption = errors.New("dbguard: invalid option")
+
+	// ErrBusy: the deduction gave up because of other buyers: the SKU lock
+	// was not free within WithLockTimeout (Locked), or the row's version
+	// kept moving through WithRetries attempts (Optimistic, and
+	// Versioned.Update; the error then also matches ErrVersionConflict).
+	// Nothing was deducted; the call may be retried. Auto never returns it.
+	ErrBusy = errors.New("dbguard: busy")
+
+	// ErrLockUnavailable: under the Locked strategy, the lock service
+	// (Redis) failed or did not answer within WithLockTimeout. The cause is
+	// wrapped. Nothing was deducted. Auto never returns it: it deducts
+	// optimistically instead.
+	ErrLockUnavailable = errors.New("dbguard: lock service unavailable")
+
+	// ErrStaleFence: a fenced write carried a fence no higher than the one
+	// the row already holds: the writer's lease had expired (it paused past
+	// its TTL) and a later holder has written since. The write was
+	// rejected. Deduct retries with a fresh lock, so callers see it only
+	// when that keeps happening through WithRetries attempts.
+	ErrStaleFence = errors.New("dbguard: stale fence")
+
+	// ErrVersionConflict: a versioned write found that the version it was
+	// based on had moved (Versioned.Put), or, wrapped in ErrBusy, an
+	// optimistic deduction lost every attempt to concurrent writers.
+	ErrVersionConflict = errors.New("dbguard: version conflict")
+
+	// ErrNotFound: Versioned.Get found no value for the key.
+	ErrNotFound = errors.New("dbguard: not found")
+
+	// ErrInvalidKey: a Versioned key that is empty, longer than MaxSKULen
+	// bytes, not valid UTF-8 or contains a NUL byte.
+	ErrInvalidKey = errors.New("dbguard: invalid key")
+
+	// ErrInvalidVersion: a negative version given to Versioned.Put.
+	ErrInvalidVersion = errors.New("dbguard: invalid version")
+)

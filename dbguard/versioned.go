@@ -1,0 +1,147 @@
+package dbguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Versioned is a versioned key-value store — Tair's get/put(key, value,
+// version) — on a SQL table (VersionsInSQL) or on Redis (VersionsInRedis),
+// for state other than stock: a cart, a reservation, a profile. Every
+// value carries a version, and a write names the version it was based on:
+// if the stored version has moved, the write fails with ErrVersionConflict
+// and changes nothing, so concurrent read-modify-write cycles never lose
+// an update. It is safe for concurrent use.
+type Versioned struct {
+	s   VersionStore
+	err error
+}
+
+// A VersionStore is where a Versioned keeps its values: VersionsInSQL or
+// VersionsInRedis. It is sealed: only this package makes them.
+type VersionStore interface {
+	get(ctx context.Context, key string) (value []byte, version int64, found bool, err error)
+	put(ctx context.Context, key string, value []byte, version int64) (ok bool, err error)
+	migrate(ctx context.Context) error
+	check() error
+}
+
+// NewVersioned returns a Versioned on store. It does no I/O. A nil store
+// makes every call return ErrInvalidOption.
+func NewVersioned(store VersionStore) *Versioned {
+	v := &Versioned{s: store}
+	if isNilStore(store) {
+		v.err = fmt.Errorf("%w: nil version store", ErrInvalidOption)
+	} else {
+		v.err = store.check()
+	}
+	return v
+}
+
+func isNilStore(s VersionStore) bool {
+	switch s := s.(type) {
+	case nil:
+		return true
+	case *sqlVersions:
+		return s == nil
+	case *redisVersions:
+		return s == nil
+	}
+	return false
+}
+
+// Migrate creates the store's table if it does not exist (SQL); on Redis it
+// does nothing.
+func (v *Versioned) Migrate(ctx context.Context) error {
+	if v.err != nil {
+		return v.err
+	}
+	return v.s.migrate(ctx)
+}
+
+// Get returns key's value and version. Versions start at 1 and grow by one
+// with every Put. A key never written returns ErrNotFound with version 0 —
+// the version to Put to create it.
+func (v *Versioned) Get(ctx context.Context, key string) ([]byte, int64, error) {
+	if v.err != nil {
+		return nil, 0, v.err
+	}
+	if err := validName(key, ErrInvalidKey, "key"); err != nil {
+		return nil, 0, err
+	}
+	val, ver, found, err := v.s.get(ctx, key)
+	if err != nil {
+		return nil, 0, fmt.Errorf("dbguard: get %q: %w", key, err)
+	}
+	if !found {
+		return nil, 0, fmt.Errorf("%w: %q", ErrNotFound, key)
+	}
+	return val, ver, nil
+}
+
+// Put stores value under key if key's version is still version, and the
+// stored version becomes version+1. Version 0 means "create": it succeeds
+// only if the key does not exist yet. Otherwise — another writer went
+// first — it changes nothing and returns ErrVersionConflict: Get again,
+// redo the change, Put again (or let Update do that). A negative version
+// returns ErrInvalidVersion. A nil value is stored as an empty one.
+func (v *Versioned) Put(ctx context.Context, key string, value []byte, version int64) error {
+	if v.err != nil {
+		return v.err
+	}
+	if err := validName(key, ErrInvalidKey, "key"); err != nil {
+		return err
+	}
+	if version < 0 {
+		return fmt.Errorf("%w: %d", ErrInvalidVersion, version)
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	ok, err := v.s.put(ctx, key, value, version)
+	if err != nil {
+		return fmt.Errorf("dbguard: put %q: %w", key, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: %q is no longer at version %d", ErrVersionConflict, key, version)
+	}
+	return nil
+}
+
+// Update runs the read-modify-write cycle: it gets key (found is false, and
+// old nil, for a key never written), calls fn, and puts fn's result at the
+// version it read. When another writer went first it starts over, after a
+// jittered backoff, at most DefaultRetries times; then it returns ErrBusy
+// (matching ErrVersionConflict too). An error from fn ends it at once,
+// with nothing written. fn may run several times: keep it free of side
+// effects.
+func (v *Versioned) Update(ctx context.Context, key string, fn func(old []byte, found bool) ([]byte, error)) error {
+	if v.err != nil {
+		return v.err
+	}
+	if fn == nil {
+		return fmt.Errorf("%w: nil update func", ErrInvalidOption)
+	}
+	for attempt := 0; ; attempt++ {
+		old, ver, err := v.Get(ctx, key)
+		found := err == nil
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		val, err := fn(old, found)
+		if err != nil {
+			return err
+		}
+		err = v.Put(ctx, key, val, ver)
+		if !errors.Is(err, ErrVersionConflict) {
+			return err
+		}
+		if attempt+1 >= DefaultRetries {
+			return fmt.Errorf("%w: %q: %d attempts: %w", ErrBusy, key, attempt+1, err)
+		}
+		if serr := sleep(ctx, backoff(attempt)); serr != nil {
+			return fmt.Errorf("dbguard: update %q: %w", key, serr)
+		}
+	}
+}

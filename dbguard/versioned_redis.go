@@ -1,0 +1,87 @@
+package dbguard
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed scripts/versioned_put.lua
+	versionedPutLua string
+	//go:embed scripts/versioned_get.lua
+	versionedGetLua string
+
+	versionedPut = redis.NewScript(versionedPutLua)
+	versionedGet = redis.NewScript(versionedGetLua)
+)
+
+// DefaultVersionsPrefix is the Redis key prefix of VersionsInRedis when the
+// prefix given is empty.
+const DefaultVersionsPrefix = "dbguard"
+
+// VersionsInRedis returns a VersionStore on Redis: key K is the hash
+// "<prefix>:{K}" with fields v (the value) and ver (the version), and Put is
+// one Lua compare-and-set on ver (EVALSHA). An empty prefix means
+// DefaultVersionsPrefix; a prefix with '{' or '}', or a nil rdb, makes
+// every call return ErrInvalidOption. rdb may be a *redis.Client or a
+// *redis.ClusterClient (each key is one hash, in one slot).
+func VersionsInRedis(rdb redis.Scripter, prefix string) VersionStore {
+	s := &redisVersions{rdb: rdb, prefix: prefix}
+	if s.prefix == "" {
+		s.prefix = DefaultVersionsPrefix
+	}
+	switch {
+	case rdb == nil || (reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil()):
+		s.err = fmt.Errorf("%w: nil redis client", ErrInvalidOption)
+	case strings.ContainsAny(s.prefix, "{}"):
+		s.err = fmt.Errorf("%w: key prefix %q has braces", ErrInvalidOption, s.prefix)
+	}
+	return s
+}
+
+type redisVersions struct {
+	rdb    redis.Scripter
+	prefix string
+	err    error
+}
+
+func (s *redisVersions) check() error { return s.err }
+
+func (s *redisVersions) migrate(context.Context) error { return nil }
+
+func (s *redisVersions) key(k string) string { return s.prefix + ":{" + k + "}" }
+
+func (s *redisVersions) get(ctx context.Context, key string) ([]byte, int64, bool, error) {
+	v, err := versionedGet.Run(ctx, s.rdb, []string{s.key(key)}).Slice()
+	if err != nil {
+		return nil, 0, false, err
+	}
+	if len(v) != 2 {
+		return nil, 0, false, fmt.Errorf("dbguard: unexpected reply %v", v)
+	}
+	ver, ok := v[1].(string)
+	if !ok { // no version: never written
+		return nil, 0, false, nil
+	}
+	n, err := strconv.ParseInt(ver, 10, 64)
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("dbguard: bad version %q: %w", ver, err)
+	}
+	val, _ := v[0].(string)
+	return []byte(val), n, true, nil
+}
+
+func (s *redisVersions) put(ctx context.Context, key string, value []byte, version int64) (bool, error) {
+	n, err := versionedPut.Run(ctx, s.rdb, []string{s.key(key)}, value, strconv.FormatInt(version, 10)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	return n == 1, err
+}

@@ -1,0 +1,121 @@
+package dbguard
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// VersionsInSQL returns a VersionStore on a table of db, (id, data,
+// version) with id the primary key; Versioned.Migrate creates it. It
+// accepts WithTable (default DefaultVersionsTable) and WithDialect
+// (default: detected from the driver); any other option, or a nil db,
+// makes every call return ErrInvalidOption (ErrNilDB for the db). The DDL,
+// in PostgreSQL:
+//
+//	CREATE TABLE IF NOT EXISTS dbguard_versions (
+//		id VARCHAR(255) NOT NULL PRIMARY KEY,
+//		data BYTEA NOT NULL,
+//		version BIGINT NOT NULL
+//	)
+//
+// (LONGBLOB on MySQL; TEXT, BLOB and INTEGER on SQLite).
+func VersionsInSQL(db *sql.DB, opts ...Option) VersionStore {
+	cfg := defaultConfig(DefaultVersionsTable)
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	s := &sqlVersions{db: db, table: cfg.table}
+	switch {
+	case db == nil:
+		s.err = ErrNilDB
+		return s
+	case cfg.err != nil:
+		s.err = cfg.err
+		return s
+	case cfg.set&^(optTable|optDialect) != 0:
+		s.err = fmt.Errorf("%w: VersionsInSQL takes only WithTable and WithDialect", ErrInvalidOption)
+		return s
+	}
+	s.d = cfg.dialect
+	if s.d == DetectDialect {
+		if s.d = detectDialect(db); s.d == DetectDialect {
+			s.err = fmt.Errorf("%w: cannot tell the SQL dialect of driver %T: use WithDialect", ErrInvalidOption, db.Driver())
+			return s
+		}
+	}
+	t := cfg.table
+	text, blob, integer := "VARCHAR(255)", "BYTEA", "BIGINT"
+	switch s.d {
+	case MySQL:
+		blob = "LONGBLOB"
+	case SQLite:
+		text, blob, integer = "TEXT", "BLOB", "INTEGER"
+	}
+	s.ddl = fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n\tid %s NOT NULL PRIMARY KEY,\n\tdata %s NOT NULL,\n\tversion %s NOT NULL\n)",
+		t, text, blob, integer)
+	s.selGet = rebind(s.d, "SELECT data, version FROM "+t+" WHERE id = ?")
+	s.update = rebind(s.d, "UPDATE "+t+" SET data = ?, version = version + 1 WHERE id = ? AND version = ?")
+	s.create = rebind(s.d, "INSERT INTO "+t+" (id, data, version) VALUES (?, ?, 1)")
+	if s.d != MySQL {
+		s.create += " ON CONFLICT (id) DO NOTHING"
+	}
+	return s
+}
+
+type sqlVersions struct {
+	db    *sql.DB
+	d     Dialect
+	table string
+	err   error
+
+	ddl, selGet, update, create string
+}
+
+func (s *sqlVersions) check() error { return s.err }
+
+func (s *sqlVersions) migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, s.ddl); err != nil {
+		return fmt.Errorf("dbguard: migrate %s: %w", s.table, err)
+	}
+	return nil
+}
+
+func (s *sqlVersions) get(ctx context.Context, key string) ([]byte, int64, bool, error) {
+	var (
+		val []byte
+		ver int64
+	)
+	err := s.db.QueryRowContext(ctx, s.selGet, key).Scan(&val, &ver)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, 0, false, nil
+	}
+	if err != nil {
+		return nil, 0, false, err
+	}
+	if val == nil {
+		val = []byte{}
+	}
+	return val, ver, true, nil
+}
+
+func (s *sqlVersions) put(ctx context.Context, key string, value []byte, version int64) (bool, error) {
+	var res sql.Result
+	var err error
+	if version == 0 {
+		res, err = s.db.ExecContext(ctx, s.create, key, value)
+		if duplicateKey(s.d, err) {
+			return false, nil
+		}
+	} else {
+		res, err = s.db.ExecContext(ctx, s.update, value, key, version)
+	}
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}

@@ -1,0 +1,174 @@
+package dbguard_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/latchkey/latchkey/dbguard"
+	"github.com/latchkey/latchkey/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// versionedStores are the stores the Versioned tests run on: a SQL table on
+// each database, miniredis, and the shared Redis.
+func eachVersionStore(t *testing.T, fn func(t *testing.T, kv *dbguard.Versioned)) {
+	eachDB(t, func(t *testing.T, db *sql.DB) {
+		kv := dbguard.NewVersioned(dbguard.VersionsInSQL(db, dbguard.WithTable(tableName(t, db))))
+		must(t, kv.Migrate(ctxFor(t, 10*time.Second)))
+		fn(t, kv)
+	})
+	t.Run("miniredis", func(t *testing.T) {
+		t.Parallel()
+		mr := miniredis.RunT(t)
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		t.Cleanup(func() { rdb.Close() })
+		fn(t, dbguard.NewVersioned(dbguard.VersionsInRedis(rdb, "")))
+	})
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		rdb, prefix := redistest.Client(t), "dbguard-test-"+rand.Text()[:10]
+		t.Cleanup(func() { deletePrefix(t, rdb, prefix) })
+		kv := dbguard.NewVersioned(dbguard.VersionsInRedis(rdb, prefix))
+		must(t, kv.Migrate(ctxFor(t, 10*time.Second)))
+		fn(t, kv)
+	})
+}
+
+func TestVersionedPutGet(t *testing.T) {
+	eachVersionStore(t, func(t *testing.T, kv *dbguard.Versioned) {
+		ctx := ctxFor(t, 30*time.Second)
+		if _, v, err := kv.Get(ctx, "cart:1"); !errors.Is(err, dbguard.ErrNotFound) || v != 0 {
+			t.Fatalf("missing key: version %d, %v; want 0, ErrNotFound", v, err)
+		}
+		if err := kv.Put(ctx, "cart:1", []byte("a"), 1); !errors.Is(err, dbguard.ErrVersionConflict) {
+			t.Fatalf("put version 1 of a missing key: %v", err)
+		}
+		must(t, kv.Put(ctx, "cart:1", []byte("a"), 0))
+		if err := kv.Put(ctx, "cart:1", []byte("b"), 0); !errors.Is(err, dbguard.ErrVersionConflict) {
+			t.Fatalf("create over an existing key: %v", err)
+		}
+		val, v, err := kv.Get(ctx, "cart:1")
+		if err != nil || string(val) != "a" || v != 1 {
+			t.Fatalf("got %q v%d %v, want a v1", val, v, err)
+		}
+		binary := []byte{0, 1, 0xff, '"', '\\', 0}
+		must(t, kv.Put(ctx, "cart:1", binary, 1))
+		// The Tair case: a writer that read version 1 is too late.
+		if err := kv.Put(ctx, "cart:1", []byte("late"), 1); !errors.Is(err, dbguard.ErrVersionConflict) {
+			t.Fatalf("stale put: %v", err)
+		}
+		val, v, err = kv.Get(ctx, "cart:1")
+		if err != nil || !bytes.Equal(val, binary) || v != 2 {
+			t.Fatalf("got %q v%d %v, want %q v2", val, v, err, binary)
+		}
+		must(t, kv.Put(ctx, "cart:1", nil, 2))
+		if val, v, err = kv.Get(ctx, "cart:1"); err != nil || len(val) != 0 || v != 3 {
+			t.Fatalf("empty value: got %q v%d %v", val, v, err)
+		}
+		for _, tc := range []struct {
+			name string
+			err  error
+			want error
+		}{
+			{"get empty key", func() error { _, _, err := kv.Get(ctx, ""); return err }(), dbguard.ErrInvalidKey},
+			{"put empty key", kv.Put(ctx, "", nil, 0), dbguard.ErrInvalidKey},
+			{"put negative version", kv.Put(ctx, "k", nil, -1), dbguard.ErrInvalidVersion},
+			{"update nil func", kv.Update(ctx, "k", nil), dbguard.ErrInvalidOption},
+		} {
+			if !errors.Is(tc.err, tc.want) {
+				t.Errorf("%s: got %v, want %v", tc.name, tc.err, tc.want)
+			}
+		}
+	})
+}
+
+// Concurrent read-modify-write cycles through Update lose no increment.
+func TestVersionedUpdateLosesNothing(t *testing.T) {
+	const workers, each = 12, 8
+	eachVersionStore(t, func(t *testing.T, kv *dbguard.Versioned) {
+		ctx := ctxFor(t, 60*time.Second)
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range each {
+					err := kv.Update(ctx, "counter", func(old []byte, found bool) ([]byte, error) {
+						n := 0
+						if found {
+							var err error
+							if n, err = strconv.Atoi(string(old)); err != nil {
+								return nil, err
+							}
+						}
+						return []byte(strconv.Itoa(n + 1)), nil
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		val, v, err := kv.Get(ctx, "counter")
+		if err != nil || string(val) != strconv.Itoa(workers*each) || v != workers*each {
+			t.Fatalf("counter %q at version %d (%v), want %d at %d", val, v, err, workers*each, workers*each)
+		}
+	})
+}
+
+func TestVersionedUpdateError(t *testing.T) {
+	kv := dbguard.NewVersioned(dbguard.VersionsInSQL(openSQLite(t)))
+	ctx := ctxFor(t, 10*time.Second)
+	must(t, kv.Migrate(ctx))
+	boom := errors.New("boom")
+	if err := kv.Update(ctx, "k", func([]byte, bool) ([]byte, error) { return nil, boom }); !errors.Is(err, boom) {
+		t.Fatalf("got %v, want fn's error", err)
+	}
+	if _, _, err := kv.Get(ctx, "k"); !errors.Is(err, dbguard.ErrNotFound) {
+		t.Fatalf("a failed update wrote: %v", err)
+	}
+}
+
+func TestBadVersioned(t *testing.T) {
+	db := openSQLite(t)
+	ctx := ctxFor(t, 10*time.Second)
+	var nilRedis *redis.Client
+	unused := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { unused.Close() })
+	for _, tc := range []struct {
+		name string
+		kv   *dbguard.Versioned
+		want error
+	}{
+		{"nil store", dbguard.NewVersioned(nil), dbguard.ErrInvalidOption},
+		{"nil db", dbguard.NewVersioned(dbguard.VersionsInSQL(nil)), dbguard.ErrNilDB},
+		{"guard option", dbguard.NewVersioned(dbguard.VersionsInSQL(db, dbguard.WithRetries(3))), dbguard.ErrInvalidOption},
+		{"bad table", dbguard.NewVersioned(dbguard.VersionsInSQL(db, dbguard.WithTable("x-y"))), dbguard.ErrInvalidOption},
+		{"nil redis", dbguard.NewVersioned(dbguard.VersionsInRedis(nilRedis, "")), dbguard.ErrInvalidOption},
+		{"braces in prefix", dbguard.NewVersioned(dbguard.VersionsInRedis(unused, "a{b}")), dbguard.ErrInvalidOption},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.kv.Migrate(ctx); !errors.Is(err, tc.want) {
+				t.Errorf("Migrate: %v", err)
+			}
+			if _, _, err := tc.kv.Get(ctx, "k"); !errors.Is(err, tc.want) {
+				t.Errorf("Get: %v", err)
+			}
+			if err := tc.kv.Put(ctx, "k", nil, 0); !errors.Is(err, tc.want) {
+				t.Errorf("Put: %v", err)
+			}
+			if err := tc.kv.Update(ctx, "k", func([]byte, bool) ([]byte, error) { return nil, nil }); !errors.Is(err, tc.want) {
+				t.Errorf("Update: %v", err)
+			}
+		})
+	}
+}

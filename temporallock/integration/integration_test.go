@@ -1,0 +1,182 @@
+// Package integration_test runs temporallock against a real Temporal
+// server, started in-process by go.temporal.io/server/temporaltest
+// (SQLite in memory, loopback ports only), with two workers — each with its
+// own Temporal client and core.Client, as two processes would have —
+// polling one task queue. It lives in its own module so that the library's
+// go.mod does not inherit the server's dependency tree.
+package integration_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/mrclock"
+	"github.com/latchkey/latchkey/internal/redistest"
+	"github.com/latchkey/latchkey/temporallock"
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/server/temporaltest"
+)
+
+// quiet is the Temporal client logger of the tests.
+var quiet = tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))
+
+// startServer starts an in-process Temporal server for the test, or skips
+// it (fails with LATCHKEY_REQUIRE_SERVERS=1) with the reason when it cannot
+// start: no loopback listener, or the server's own start-up failing.
+func startServer(t *testing.T) *temporaltest.TestServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		redistest.Unavailable(t, "temporal: cannot listen on loopback: %v", err)
+	}
+	ln.Close()
+	var ts *temporaltest.TestServer
+	start := time.Now()
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("%v", p)
+			}
+		}()
+		// Without WithT, NewServer panics instead of calling t.Fatal, so a
+		// server that cannot start becomes a skip with its reason.
+		ts = temporaltest.NewServer()
+	}()
+	if err != nil {
+		redistest.Unavailable(t, "temporal: in-process server did not start: %v", err)
+	}
+	t.Logf("temporaltest server at %s started in %v", ts.GetFrontendHostPort(), time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() {
+		defer func() { _ = recover() }() // Stop logs through a nil *testing.T if the server errs
+		ts.Stop()
+	})
+	return ts
+}
+
+// lockStore gives each worker of a subtest its own core.Client on one
+// lock store.
+type lockStore struct {
+	name   string
+	client func(t *testing.T) *core.Client
+	admin  *redis.Client
+}
+
+func lockStores() []struct {
+	name string
+	make func(t *testing.T) lockStore
+} {
+	newStore := func(t *testing.T, name string, dial func(t *testing.T) *redis.Client) lockStore {
+		return lockStore{name: name, admin: dial(t), client: func(t *testing.T) *core.Client {
+			c := core.NewRedis(dial(t))
+			t.Cleanup(func() { c.Close() })
+			return c
+		}}
+	}
+	return []struct {
+		name string
+		make func(t *testing.T) lockStore
+	}{
+		{"miniredis", func(t *testing.T) lockStore {
+			mr := miniredis.RunT(t)
+			t.Cleanup(mrclock.Run(mr))
+			return newStore(t, "miniredis", func(t *testing.T) *redis.Client {
+				rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+				t.Cleanup(func() { rdb.Close() })
+				return rdb
+			})
+		}},
+		{"redis", func(t *testing.T) lockStore {
+			return newStore(t, "redis", func(t *testing.T) *redis.Client { return redistest.Client(t) })
+		}},
+	}
+}
+
+// startWorkers starts two workers on queue, each with its own Temporal
+// client and core.Client from store and the interceptor made by opts, all
+// serving the activities of tr and the workflows of this file. They stop
+// at cleanup, before the server.
+func startWorkers(t *testing.T, ts *temporaltest.TestServer, store lockStore, queue string, tr *tracker, opts ...temporallock.Option) client.Client {
+	t.Helper()
+	var first client.Client
+	for i := range 2 {
+		tc := ts.NewClientWithOptions(client.Options{Logger: quiet, Identity: fmt.Sprintf("worker-%d", i)})
+		ic := temporallock.NewInterceptor(store.client(t), append([]temporallock.Option{temporallock.WithKey(keys)}, opts...)...)
+		if err := ic.Err(); err != nil {
+			t.Fatal(err)
+		}
+		w := worker.New(tc, queue, worker.Options{Interceptors: []interceptor.WorkerInterceptor{ic}})
+		registerAll(w, &acts{tr: tr, worker: fmt.Sprintf("worker-%d", i)})
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+		if first == nil {
+			first = tc
+		}
+	}
+	return first
+}
+
+// uniqueID names what one subtest uses in the shared stores.
+func uniqueID(t *testing.T) string { return fmt.Sprintf("%s-%s", t.Name(), rand.Text()[:8]) }
+
+// tracker records the executions the activities see.
+type tracker struct {
+	mu       sync.Mutex
+	inFlight map[string]int
+	maxIn    map[string]int
+	byWorker map[string]int
+	attempts map[string][]int32 // attempts that entered, by key, in order
+	started  chan string        // lock keys of Block executions once inside
+	events   []string
+	start    time.Time
+}
+
+func newTracker() *tracker {
+	return &tracker{inFlight: map[string]int{}, maxIn: map[string]int{}, byWorker: map[string]int{},
+		attempts: map[string][]int32{}, started: make(chan string, 16), start: time.Now()}
+}
+
+func (tr *tracker) enter(ctx context.Context, key, worker string) {
+	info := activity.GetInfo(ctx)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.inFlight[key]++
+	tr.maxIn[key] = max(tr.maxIn[key], tr.inFlight[key])
+	tr.byWorker[worker]++
+	tr.attempts[key] = append(tr.attempts[key], info.Attempt)
+	tr.events = append(tr.events, fmt.Sprintf("%.2fs %s enters %s attempt %d on %s",
+		time.Since(tr.start).Seconds(), info.ActivityType.Name, key, info.Attempt, worker))
+}
+
+func (tr *tracker) leave(ctx context.Context, key, worker string) {
+	info := activity.GetInfo(ctx)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.inFlight[key]--
+	tr.events = append(tr.events, fmt.Sprintf("%.2fs %s leaves %s attempt %d on %s",
+		time.Since(tr.start).Seconds(), info.ActivityType.Name, key, info.Attempt, worker))
+}
+
+func (tr *tracker) snapshot(key string) (maxIn int, attempts []int32, byWorker map[string]int, events []string) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	byWorker = map[string]int{}
+	for k, v := range tr.byWorker {
+		byWorker[k] = v
+	}
+	return tr.maxIn[key], append([]int32(nil), tr.attempts[key]...), byWorker, append([]string(nil), tr.events...)
+}
