@@ -30,6 +30,8 @@ type subscriber interface {
 
 type channelState struct {
 	waiters    []*waiter     // in arrival order
+	last       string        // the last release notification delivered
+	lastAt     time.Time
 	subscribed bool          // SUBSCRIBE sent
 	ready      chan struct{} // closed once the subscription is confirmed
 	idleSince  time.Time     // when waiters became empty
@@ -138,7 +140,8 @@ func (n *notifier) confirm(channel string) {
 const grantPrefix = "g:"
 
 // deliver handles a notification on channel: a grant wakes its grantee (if
-// it waits here); a plain release wakes one waiter.
+// it waits here); a plain release ("r:<releaser's token>") wakes one
+// waiter. A repeat of the last notification within a second is dropped.
 func (n *notifier) deliver(channel, payload string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -146,6 +149,13 @@ func (n *notifier) deliver(channel, payload string) {
 	if cs == nil {
 		return
 	}
+	// A release is published by every node that held the lease (Redlock):
+	// one wake-up per release is enough.
+	now := time.Now()
+	if payload == cs.last && now.Sub(cs.lastAt) < time.Second {
+		return
+	}
+	cs.last, cs.lastAt = payload, now
 	if tok, ok := strings.CutPrefix(payload, grantPrefix); ok {
 		for _, w := range cs.waiters {
 			if w.token == tok {

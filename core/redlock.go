@@ -251,8 +251,16 @@ func (b *redlockBackend) acquire(ctx context.Context, n names, token, value stri
 		return acquireResult{acquired: true, fence: fence, validity: ttl - time.Since(start) - drift(ttl)}, nil
 	}
 	failed = append(failed, unanswered...)
-	// Not ours: undo whatever was granted, on every node.
-	b.releaseAll(ctx, n, token)
+	// Not ours: undo whatever was granted, on every node that may hold it
+	// (a node that answered with another holder's lease holds nothing of
+	// ours). A failed attempt under contention then costs no extra calls.
+	if len(won) > 0 || len(failed) > 0 {
+		skip := make([]bool, len(b.nodes))
+		for _, r := range held {
+			skip[r.i] = true
+		}
+		b.releaseExcept(ctx, n, token, skip)
+	}
 	if len(held) > 0 && len(failed) <= len(b.nodes)-b.quorum {
 		// Contention, or a split vote: retry after the holder's expiry or
 		// a short random delay, whichever comes first.
@@ -346,9 +354,19 @@ func (b *redlockBackend) settle(token string) {
 
 // releaseAll deletes token's lease on every node and waits (bounded).
 func (b *redlockBackend) releaseAll(ctx context.Context, n names, token string) (released int, failed []nodeReply) {
+	return b.releaseExcept(ctx, n, token, nil)
+}
+
+// releaseExcept is releaseAll that skips the nodes marked in skip: those
+// that answered an acquisition with another holder's lease (nothing of
+// ours to delete there).
+func (b *redlockBackend) releaseExcept(ctx context.Context, n names, token string, skip []bool) (released int, failed []nodeReply) {
 	b.settle(token)
 	ctx = context.WithoutCancel(ctx)
 	unanswered := b.fanout(ctx, 500*time.Millisecond, func(ctx context.Context, i int) nodeReply {
+		if skip != nil && skip[i] {
+			return nodeReply{}
+		}
 		ok, err := b.nodes[i].release(ctx, n, token)
 		return nodeReply{ok: ok, err: err}
 	}, func(r nodeReply) bool {

@@ -55,6 +55,10 @@ type DailyConfig struct {
 
 	// OnDecision, if set, is called with every decision (httpidem.Decision).
 	OnDecision func(ctx context.Context, d httpidem.Decision)
+
+	// Observer, if set, traces and measures the decisions
+	// (httpidem.Observer; package otel's Instrumentation is one). nil: none.
+	Observer httpidem.Observer
 }
 
 // DefaultDailyConfig holds the Echo-specific defaults.
@@ -133,13 +137,21 @@ type daily struct {
 	g   *httpidem.Gate
 }
 
-func (d *daily) report(c echo.Context, o httpidem.Outcome, status int, err error) {
-	report(c, d.cfg.OnDecision, httpidem.Decision{Kind: httpidem.KindDaily, Outcome: o, Scope: d.cfg.Scope, Status: status, Err: err})
+// start starts observing a request's decisions.
+func (d *daily) start(ctx context.Context) (context.Context, reporter) {
+	return startReport(ctx, d.cfg.Observer, d.cfg.OnDecision, httpidem.KindDaily, d.cfg.Scope)
 }
 
-func (d *daily) fail(c echo.Context, o httpidem.Outcome, p *httpidem.Problem) error {
-	d.report(c, o, p.Status, p.Err)
+// fail answers p, reported as the request's last decision.
+func (d *daily) fail(c echo.Context, ctx context.Context, rep *reporter, o httpidem.Outcome, p *httpidem.Problem) error {
+	rep.last(ctx, o, p.Status, p.Err)
 	return d.cfg.ErrorHandler(c, p)
+}
+
+// invalid answers p to a request that could not be decided.
+func (d *daily) invalid(c echo.Context, p *httpidem.Problem) error {
+	ctx, rep := d.start(c.Request().Context())
+	return d.fail(c, ctx, &rep, httpidem.OutcomeInvalid, p)
 }
 
 func (d *daily) serve(c echo.Context, next echo.HandlerFunc) error {
@@ -148,18 +160,18 @@ func (d *daily) serve(c echo.Context, next echo.HandlerFunc) error {
 		if err == nil {
 			err = errors.New("empty subject")
 		}
-		return d.fail(c, httpidem.OutcomeInvalid, &httpidem.Problem{Status: http.StatusUnauthorized,
+		return d.invalid(c, &httpidem.Problem{Status: http.StatusUnauthorized,
 			Code: httpidem.CodeUnauthenticated, Detail: "the caller could not be identified",
 			Err: fmt.Errorf("%w: %w", httpidem.ErrUnauthenticated, err)})
 	}
 	object, err := d.cfg.ObjectExtractor(c)
 	if err != nil {
-		return d.fail(c, httpidem.OutcomeInvalid, badRequest("the request does not name a valid object", err))
+		return d.invalid(c, badRequest("the request does not name a valid object", err))
 	}
 	var loc *time.Location
 	if d.cfg.LocationExtractor != nil {
 		if loc, err = d.cfg.LocationExtractor(c); err != nil {
-			return d.fail(c, httpidem.OutcomeInvalid, badRequest("the request's time zone is invalid", err))
+			return d.invalid(c, badRequest("the request's time zone is invalid", err))
 		}
 	}
 	if d.cfg.Mode == httpidem.ModeCount {
@@ -169,40 +181,44 @@ func (d *daily) serve(c echo.Context, next echo.HandlerFunc) error {
 		}
 		return err
 	}
-	ctx := c.Request().Context()
+	req := c.Request()
+	ctx, rep := d.start(req.Context())
 	t, err := d.g.Take(ctx, subject, object, loc)
 	if err != nil {
 		if errors.Is(err, httpidem.ErrInvalidArgument) {
-			return d.fail(c, httpidem.OutcomeInvalid, badRequest("the request's subject or object is invalid", err))
+			return d.fail(c, ctx, &rep, httpidem.OutcomeInvalid, badRequest("the request's subject or object is invalid", err))
 		}
 		if d.cfg.FailOpen {
-			d.report(c, httpidem.OutcomeStoreError, 0, err)
+			rep.last(ctx, httpidem.OutcomeStoreError, 0, err)
 			return next(c)
 		}
-		return d.fail(c, httpidem.OutcomeStoreError, &httpidem.Problem{Status: http.StatusServiceUnavailable,
+		return d.fail(c, ctx, &rep, httpidem.OutcomeStoreError, &httpidem.Problem{Status: http.StatusServiceUnavailable,
 			Code: httpidem.CodeStoreUnavailable, Detail: "claim store unavailable", Err: err})
 	}
-	c.SetRequest(c.Request().WithContext(httpidem.NewTicketContext(ctx, t)))
+	c.SetRequest(req.WithContext(httpidem.NewTicketContext(ctx, t)))
+	defer c.SetRequest(req)
 	if !t.First {
 		p := &httpidem.Problem{Status: http.StatusConflict, Code: httpidem.CodeAlreadyClaimed,
 			Detail: "already done today; try again after local midnight", RetryAfter: t.RetryAfter, Err: httpidem.ErrAlreadyClaimed}
 		if d.cfg.DenyHandler != nil {
-			d.report(c, httpidem.OutcomeDuplicate, 0, nil)
+			rep.last(ctx, httpidem.OutcomeDuplicate, 0, nil)
 			return d.cfg.DenyHandler(c, subject, p)
 		}
-		return d.fail(c, httpidem.OutcomeDuplicate, p)
+		return d.fail(c, ctx, &rep, httpidem.OutcomeDuplicate, p)
 	}
-	d.report(c, httpidem.OutcomeFirst, 0, nil)
+	rep.decided(ctx, httpidem.OutcomeFirst, 0, nil)
 	ok := false
 	defer func() {
 		if !ok { // a panic: give the claim back, let it propagate to Recover
-			d.report(c, httpidem.OutcomeReleased, 0, t.Release(ctx))
+			rep.last(ctx, httpidem.OutcomeReleased, 0, t.Release(ctx))
 		}
 	}()
 	err = next(c)
 	ok = true
 	if d.cfg.ReleaseOn(statusOf(c, err)) {
-		d.report(c, httpidem.OutcomeReleased, 0, t.Release(ctx))
+		rep.last(ctx, httpidem.OutcomeReleased, 0, t.Release(ctx))
+	} else {
+		rep.close(httpidem.OutcomeFirst, 0, nil) // kept, as decided
 	}
 	return err
 }
@@ -211,14 +227,15 @@ func (d *daily) serve(c echo.Context, next echo.HandlerFunc) error {
 func (d *daily) count(c echo.Context, subject, object string, loc *time.Location) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 5*time.Second)
 	defer cancel()
+	ctx, rep := d.start(ctx)
 	t, err := d.g.Take(ctx, subject, object, loc)
 	switch {
 	case err != nil:
-		d.report(c, httpidem.OutcomeStoreError, 0, err)
+		rep.last(ctx, httpidem.OutcomeStoreError, 0, err)
 	case t.First:
-		d.report(c, httpidem.OutcomeFirst, 0, nil)
+		rep.last(ctx, httpidem.OutcomeFirst, 0, nil)
 	default:
-		d.report(c, httpidem.OutcomeDuplicate, 0, nil)
+		rep.last(ctx, httpidem.OutcomeDuplicate, 0, nil)
 	}
 }
 

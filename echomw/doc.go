@@ -22,4 +22,9 @@
 // middleware see the error and the status that went out, and Echo's
 // default HTTPErrorHandler, finding the response committed, writes nothing
 // more.
+//
+// Every config has OnDecision and Observer (an httpidem.Observer, such as
+// package otel's Instrumentation), with httpidem's meaning: ParamLock's
+// observation covers the acquisition, the handler and the release, so the
+// spans of an observed Locker nest under it.
 package echomw

@@ -48,6 +48,14 @@ type IdempotencyConfig struct {
 
 	// OnDecision, if set, is called with every decision (httpidem.Decision).
 	OnDecision func(ctx context.Context, d httpidem.Decision)
+
+	// Observer, if set, traces and measures the decisions
+	// (httpidem.Observer; package otel's Instrumentation is one). nil: none.
+	Observer httpidem.Observer
+
+	// Scope names what the middleware protects ("orders") in decisions and
+	// telemetry, as httpidem.IdempotencyConfig.Scope. "": none.
+	Scope string
 }
 
 // DefaultIdempotencyConfig holds the Echo-specific defaults; the others
@@ -90,7 +98,7 @@ func (cfg IdempotencyConfig) ToMiddleware() (echo.MiddlewareFunc, error) {
 		LeaseTTL: cfg.LeaseTTL, RecordTTL: cfg.RecordTTL, WaitInFlight: cfg.WaitInFlight, RetryAfter: cfg.RetryAfter,
 		MaxRequestBody: cfg.MaxRequestBody, MaxResponseBody: cfg.MaxResponseBody,
 		StoreHeaders: cfg.StoreHeaders, StoreStatus: cfg.StoreStatus, Fingerprint: cfg.Fingerprint,
-		FailOpen: cfg.FailOpen, OnDecision: cfg.OnDecision,
+		FailOpen: cfg.FailOpen, OnDecision: cfg.OnDecision, Observer: cfg.Observer, Scope: cfg.Scope,
 	})
 	if err != nil {
 		return nil, err

@@ -67,6 +67,12 @@ type ParamLockConfig struct {
 	// OnDecision, if set, is called with every decision (Kind
 	// KindParamLock, Scope the lock name without values).
 	OnDecision func(ctx context.Context, d httpidem.Decision)
+
+	// Observer, if set, traces the decisions (httpidem.Observer; package
+	// otel's Instrumentation is one): its span covers the acquisition, the
+	// handler and the release, so the Locker's own spans (when the
+	// core.Client is observed too) nest under it. nil: none.
+	Observer httpidem.Observer
 }
 
 // DefaultParamLockConfig holds the defaults of ParamLockConfig.
@@ -198,22 +204,24 @@ func misconfiguredProblem(err error) *httpidem.Problem {
 		Detail: "the server is misconfigured", Err: err}
 }
 
-func (pl *paramLock) report(c echo.Context, name string, o httpidem.Outcome, status int, err error) {
-	report(c, pl.cfg.OnDecision, httpidem.Decision{Kind: KindParamLock, Outcome: o, Scope: name, Status: status, Err: err})
-}
-
 func (pl *paramLock) serve(c echo.Context, next echo.HandlerFunc) error {
 	name, key, p := pl.lockName(c)
+	req := c.Request()
+	ctx, rep := startReport(req.Context(), pl.cfg.Observer, pl.cfg.OnDecision, KindParamLock, name)
 	if p != nil {
-		pl.report(c, name, httpidem.OutcomeInvalid, p.Status, p.Err)
+		rep.last(ctx, httpidem.OutcomeInvalid, p.Status, p.Err)
 		return pl.cfg.ErrorHandler(c, p)
 	}
-	req := c.Request()
 	var herr error
 	ran := false
-	err := pl.cfg.Locker.Do(req.Context(), key, func(ctx context.Context) error {
+	defer func() { // a panicking handler: Do has released the lock
+		if ran {
+			rep.close(OutcomeAcquired, 0, nil)
+		}
+	}()
+	err := pl.cfg.Locker.Do(ctx, key, func(ctx context.Context) error {
 		ran = true
-		pl.report(c, name, OutcomeAcquired, 0, nil)
+		rep.decided(ctx, OutcomeAcquired, 0, nil)
 		c.SetRequest(req.WithContext(ctx)) // cancelled if the lock is lost
 		defer c.SetRequest(req)
 		herr = next(c)
@@ -223,16 +231,16 @@ func (pl *paramLock) serve(c echo.Context, next echo.HandlerFunc) error {
 	case !ran && errors.Is(err, core.ErrNotAcquired):
 		p := &httpidem.Problem{Status: http.StatusConflict, Code: CodeLocked, RetryAfter: pl.cfg.RetryAfter,
 			Detail: "another request is working on this resource; retry later", Err: fmt.Errorf("%w: %w", ErrLocked, err)}
-		pl.report(c, name, OutcomeLocked, p.Status, p.Err)
+		rep.last(ctx, OutcomeLocked, p.Status, p.Err)
 		return pl.cfg.ErrorHandler(c, p)
 	case !ran:
 		p := &httpidem.Problem{Status: http.StatusServiceUnavailable, Code: httpidem.CodeStoreUnavailable,
 			Detail: "lock service unavailable", Err: fmt.Errorf("%w: %w", httpidem.ErrStoreUnavailable, err)}
-		pl.report(c, name, httpidem.OutcomeStoreError, p.Status, p.Err)
+		rep.last(ctx, httpidem.OutcomeStoreError, p.Status, p.Err)
 		return pl.cfg.ErrorHandler(c, p)
 	case errors.Is(err, core.ErrLost):
 		lost := fmt.Errorf("%w: %w", ErrLockLost, err)
-		pl.report(c, name, OutcomeLockLost, 0, lost)
+		rep.last(ctx, OutcomeLockLost, 0, lost)
 		if herr != nil {
 			return herr
 		}
@@ -242,7 +250,9 @@ func (pl *paramLock) serve(c echo.Context, next echo.HandlerFunc) error {
 		return pl.cfg.ErrorHandler(c, &httpidem.Problem{Status: http.StatusServiceUnavailable, Code: CodeLockLost,
 			Detail: "the lock on this resource was lost; retry", Err: lost})
 	case err != nil: // the release failed; the lease expires by its TTL
-		pl.report(c, name, httpidem.OutcomeStoreError, 0, err)
+		rep.last(ctx, httpidem.OutcomeStoreError, 0, err)
+	default:
+		rep.close(OutcomeAcquired, 0, nil) // ran and released
 	}
 	return herr
 }

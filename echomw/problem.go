@@ -1,7 +1,6 @@
 package echomw
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -52,12 +51,6 @@ func statusOf(c echo.Context, err error) int {
 		return he.Code
 	}
 	return http.StatusInternalServerError
-}
-
-func report(c echo.Context, fn func(ctx context.Context, d httpidem.Decision), d httpidem.Decision) {
-	if fn != nil {
-		fn(c.Request().Context(), d)
-	}
 }
 
 // neverSkip is the default Skipper.

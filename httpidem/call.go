@@ -21,6 +21,7 @@ type Call struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 	ended  bool
+	rep    reporter // an owner's decisions after Begin
 }
 
 // Replay writes the stored response — its status, headers and body byte
@@ -87,7 +88,7 @@ func (c *Call) Finish() {
 	}
 	if lost := c.lease.Err(); lost != nil {
 		_ = c.lease.Release(ctx)
-		c.report(ctx, OutcomeLost, lost)
+		c.rep.last(ctx, OutcomeLost, 0, lost)
 		return
 	}
 	if !ok || !c.g.cfg.StoreStatus(rec.Status) {
@@ -98,14 +99,16 @@ func (c *Call) Finish() {
 		if err := c.lease.Release(ctx); err != nil && !errors.Is(err, ErrLeaseLost) {
 			reason = errors.Join(reason, err)
 		}
-		c.report(ctx, OutcomeNotStored, reason)
+		c.rep.last(ctx, OutcomeNotStored, 0, reason)
 		return
 	}
 	switch err := c.lease.Complete(ctx, rec, c.g.cfg.RecordTTL); {
 	case errors.Is(err, ErrLeaseLost):
-		c.report(ctx, OutcomeLost, err)
+		c.rep.last(ctx, OutcomeLost, 0, err)
 	case err != nil:
-		c.report(ctx, OutcomeStoreError, err)
+		c.rep.last(ctx, OutcomeStoreError, 0, err)
+	default:
+		c.rep.close(OutcomeFirst, 0, nil) // stored, as decided
 	}
 }
 
@@ -118,11 +121,7 @@ func (c *Call) Abort() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.req.Context()), completeTimeout)
 	defer cancel()
 	_ = c.lease.Release(ctx)
-	c.report(ctx, OutcomeNotStored, errors.New("handler aborted"))
-}
-
-func (c *Call) report(ctx context.Context, o Outcome, err error) {
-	report(ctx, c.g.cfg.OnDecision, Decision{Kind: KindIdempotency, Outcome: o, Err: err})
+	c.rep.last(ctx, OutcomeNotStored, 0, errors.New("handler aborted"))
 }
 
 func itoa(n int) string     { return strconv.Itoa(n) }

@@ -81,6 +81,11 @@ type DailyConfig struct {
 
 	// OnDecision, if set, is called with every decision (see Decision).
 	OnDecision func(ctx context.Context, d Decision)
+
+	// Observer, if set, traces and measures the decisions of Daily (see
+	// Observer; package otel's Instrumentation is one). A Gate does not
+	// use it. nil: none.
+	Observer Observer
 }
 
 // DefaultDailyConfig holds the defaults of DailyConfig.
@@ -131,17 +136,19 @@ type daily struct {
 	g   *Gate
 }
 
-func (d *daily) problem(w http.ResponseWriter, r *http.Request, p *Problem, o Outcome) {
-	d.report(r.Context(), o, p.Status, p.Err)
+// start starts observing a request's decisions.
+func (d *daily) start(ctx context.Context) (context.Context, reporter) {
+	return startReport(ctx, d.cfg.Observer, d.cfg.OnDecision, KindDaily, d.cfg.Scope)
+}
+
+// problem answers p, reported as the request's last decision.
+func (d *daily) problem(ctx context.Context, rep *reporter, w http.ResponseWriter, r *http.Request, p *Problem, o Outcome) {
+	rep.last(ctx, o, p.Status, p.Err)
 	if d.cfg.ProblemWriter != nil {
 		d.cfg.ProblemWriter(w, r, p)
 		return
 	}
 	WriteProblem(w, p)
-}
-
-func (d *daily) report(ctx context.Context, o Outcome, status int, err error) {
-	report(ctx, d.cfg.OnDecision, Decision{Kind: KindDaily, Outcome: o, Scope: d.cfg.Scope, Status: status, Err: err})
 }
 
 // who extracts subject, object and location, or the problem to answer.
@@ -185,24 +192,25 @@ func (d *daily) serve(w http.ResponseWriter, r *http.Request, next http.Handler)
 	}
 	subject, object, loc, p := d.who(r)
 	if p != nil {
-		d.problem(w, r, p, OutcomeInvalid)
+		ctx, rep := d.start(r.Context())
+		d.problem(ctx, &rep, w, r, p, OutcomeInvalid)
 		return
 	}
-	ctx := r.Context()
 	if d.cfg.Mode == ModeCount {
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
 		if sw.code() >= 200 && sw.code() < 300 {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completeTimeout)
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), completeTimeout)
 			defer cancel()
 			d.counted(cctx, subject, object, loc)
 		}
 		return
 	}
+	ctx, rep := d.start(r.Context())
 	t, err := d.g.Take(ctx, subject, object, loc)
 	if err != nil {
 		if d.cfg.FailOpen && !errors.Is(err, ErrInvalidArgument) {
-			d.report(ctx, OutcomeStoreError, 0, err)
+			rep.last(ctx, OutcomeStoreError, 0, err)
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -211,30 +219,32 @@ func (d *daily) serve(w http.ResponseWriter, r *http.Request, next http.Handler)
 		if p.Status == http.StatusBadRequest {
 			o = OutcomeInvalid
 		}
-		d.problem(w, r, p, o)
+		d.problem(ctx, &rep, w, r, p, o)
 		return
 	}
 	r = r.WithContext(NewTicketContext(ctx, t))
 	if !t.First {
 		if d.cfg.DuplicateHandler != nil {
-			d.report(ctx, OutcomeDuplicate, 0, nil)
+			rep.last(ctx, OutcomeDuplicate, 0, nil)
 			d.cfg.DuplicateHandler.ServeHTTP(w, r)
 			return
 		}
 		p := newProblem(http.StatusConflict, CodeAlreadyClaimed,
 			"already done today; try again after local midnight", ErrAlreadyClaimed)
 		p.RetryAfter = t.RetryAfter
-		d.problem(w, r, p, OutcomeDuplicate)
+		d.problem(ctx, &rep, w, r, p, OutcomeDuplicate)
 		return
 	}
-	d.report(ctx, OutcomeFirst, 0, nil)
+	rep.decided(ctx, OutcomeFirst, 0, nil)
 	sw := &statusWriter{ResponseWriter: w}
 	ok := false
 	defer func() {
 		if !ok || d.cfg.ReleaseOn(sw.code()) { // a panic, or a failure
 			err := t.Release(ctx)
-			d.report(ctx, OutcomeReleased, 0, err)
+			rep.last(ctx, OutcomeReleased, 0, err)
+			return
 		}
+		rep.close(OutcomeFirst, 0, nil) // kept, as decided
 	}()
 	next.ServeHTTP(sw, r)
 	ok = true
@@ -242,14 +252,15 @@ func (d *daily) serve(w http.ResponseWriter, r *http.Request, next http.Handler)
 
 // counted takes a Count-mode claim after a successful answer.
 func (d *daily) counted(ctx context.Context, subject, object string, loc *time.Location) {
+	ctx, rep := d.start(ctx)
 	t, err := d.g.Take(ctx, subject, object, loc)
 	switch {
 	case err != nil:
-		d.report(ctx, OutcomeStoreError, 0, err)
+		rep.last(ctx, OutcomeStoreError, 0, err)
 	case t.First:
-		d.report(ctx, OutcomeFirst, 0, nil)
+		rep.last(ctx, OutcomeFirst, 0, nil)
 	default:
-		d.report(ctx, OutcomeDuplicate, 0, nil)
+		rep.last(ctx, OutcomeDuplicate, 0, nil)
 	}
 }
 

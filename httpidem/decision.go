@@ -1,12 +1,10 @@
 package httpidem
 
-import "context"
-
 // An Outcome names what a middleware decided for a request. The values are
 // stable and low-cardinality: use them as metric attributes.
 type Outcome string
 
-// The outcomes reported to OnDecision.
+// The outcomes reported to OnDecision and to an Observer.
 const (
 	// Idempotency.
 	OutcomeFirst      Outcome = "first"       // the request runs under a fresh lease (also Daily: first claim today)
@@ -29,12 +27,13 @@ const (
 // second one when their lease is lost, their response is not stored, or
 // the store fails on completion.
 //
-// It is the seam for logging, metrics and tracing: Kind, Outcome and Scope
-// are low-cardinality; no keys or subjects are included.
+// It is the seam for logging and counting: Kind, Outcome and Scope are
+// low-cardinality; no keys or subjects are included. Tracing needs to
+// start before the store is called: see Observer.
 type Decision struct {
 	Kind    string  // "idempotency", "daily" or "paramlock" (package echomw)
 	Outcome Outcome // what was decided
-	Scope   string  // the Daily scope or ParamLock route name; "" for idempotency
+	Scope   string  // the Daily scope, the ParamLock name, or IdempotencyConfig.Scope ("" unless set)
 	Status  int     // the status the middleware answered itself, 0 when the handler answered
 	Err     error   // why, for invalid, store_error and lease_lost; nil otherwise
 }
@@ -44,10 +43,3 @@ const (
 	KindIdempotency = "idempotency"
 	KindDaily       = "daily"
 )
-
-// report calls fn, if set.
-func report(ctx context.Context, fn func(context.Context, Decision), d Decision) {
-	if fn != nil {
-		fn(ctx, d)
-	}
-}

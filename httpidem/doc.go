@@ -65,6 +65,12 @@
 // # Observing
 //
 // OnDecision in each config is called with every decision the middleware
-// takes (first, replayed, in_flight, mismatch, ...), for logging, metrics
-// and tracing.
+// takes (first, replayed, in_flight, mismatch, ...), for logging and
+// counting. Observer in each config is the tracing hook: it is called
+// before the middleware's first store call, its context carries the store
+// calls, the handler and the completion, and it hears the request's last
+// decision once. Package otel's Instrumentation implements it (spans
+// latchkey.idempotency and latchkey.daily, counters
+// latchkey.idempotency.requests and latchkey.daily.claims). No hook is
+// given a key, principal or subject.
 package httpidem

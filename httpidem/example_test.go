@@ -218,3 +218,52 @@ func ExampleNewGuard() {
 	// 200 created replayed=""
 	// 200 created replayed="true"
 }
+
+// logObserver prints when a decision starts and how it ends.
+type logObserver struct{}
+
+func (logObserver) DecisionStart(ctx context.Context, kind, scope string) (context.Context, func(httpidem.Decision)) {
+	fmt.Println("start", kind, scope)
+	return ctx, func(d httpidem.Decision) { fmt.Println("end", d.Kind, d.Scope, d.Outcome) }
+}
+
+// This example shows when an Observer is called, beside OnDecision: it
+// starts before the store is asked, and hears the last decision once —
+// for a request that runs, after the handler and the stored response;
+// for a 5xx, not stored, after first.
+func ExampleObserver() {
+	store := httpidem.NewMemoryStore()
+	defer store.Close()
+	mw := httpidem.Idempotency(httpidem.IdempotencyConfig{
+		Store: store, Scope: "orders", Observer: logObserver{},
+		Principal:  func(r *http.Request) (string, error) { return r.Header.Get("X-Tenant"), nil },
+		OnDecision: func(_ context.Context, d httpidem.Decision) { fmt.Println("decided", d.Outcome) },
+	})
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Println("handler runs")
+		if r.Header.Get("Idempotency-Key") == "k-2" {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	for _, key := range []string{"k-1", "k-1", "k-2"} {
+		r := httptest.NewRequest("POST", "/orders", strings.NewReader("{}"))
+		r.Header.Set("Idempotency-Key", key)
+		r.Header.Set("X-Tenant", "acme")
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	// Output:
+	// start idempotency orders
+	// decided first
+	// handler runs
+	// end idempotency orders first
+	// start idempotency orders
+	// decided replayed
+	// end idempotency orders replayed
+	// start idempotency orders
+	// decided first
+	// handler runs
+	// decided not_stored
+	// end idempotency orders not_stored
+}

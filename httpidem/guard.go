@@ -93,6 +93,8 @@ func NewGuard(cfg IdempotencyConfig) (*Guard, error) {
 		return nil, fmt.Errorf("%w: WaitInFlight %v, RetryAfter %v", ErrInvalidConfig, cfg.WaitInFlight, cfg.RetryAfter)
 	case cfg.MaxRequestBody < 0 || cfg.MaxResponseBody < 0:
 		return nil, fmt.Errorf("%w: negative body limit", ErrInvalidConfig)
+	case cfg.Scope != "" && !validScope(cfg.Scope):
+		return nil, fmt.Errorf("%w: Scope %q: want 1 to %d bytes of [A-Za-z0-9._-]", ErrInvalidConfig, cfg.Scope, maxScopeLen)
 	}
 	allow := make([]string, 0, len(cfg.StoreHeaders))
 	for _, h := range cfg.StoreHeaders {
@@ -115,9 +117,10 @@ func (g *Guard) Applies(r *http.Request) bool {
 	return g.cfg.Skipper == nil || !g.cfg.Skipper(r)
 }
 
-// reject reports and returns a problem answer.
-func (g *Guard) reject(ctx context.Context, o Outcome, status int, code, detail string, err error) (*Call, *Problem) {
-	report(ctx, g.cfg.OnDecision, Decision{Kind: KindIdempotency, Outcome: o, Status: status, Err: err})
+// reject reports a problem answer as the request's last decision and
+// returns it.
+func (g *Guard) reject(ctx context.Context, rep *reporter, o Outcome, status int, code, detail string, err error) (*Call, *Problem) {
+	rep.last(ctx, o, status, err)
 	return nil, newProblem(status, code, detail, err)
 }
 
@@ -127,19 +130,23 @@ func (g *Guard) reject(ctx context.Context, o Outcome, status int, code, detail 
 // the key (run the handler, then Call.Finish). principal identifies the
 // caller; it is asked only when r carries a key (nil: the config's
 // Principal). Begin reads r's body; Call.Request has it again.
+//
+// With an Observer, the observation starts once r is known to need a
+// decision, and ends in Begin, unless the Call owns the key: then it ends
+// in Finish or Abort.
 func (g *Guard) Begin(r *http.Request, principal func(*http.Request) (string, error)) (*Call, *Problem) {
-	ctx := r.Context()
 	key, ok, err := ParseKey(r.Header, g.cfg.MaxKeyLength)
+	if err == nil && !ok && !g.cfg.Require {
+		return nil, nil // no key, none required: nothing to decide
+	}
+	ctx, rep := startReport(r.Context(), g.cfg.Observer, g.cfg.OnDecision, KindIdempotency, g.cfg.Scope)
 	if err != nil {
-		return g.reject(ctx, OutcomeInvalid, http.StatusBadRequest, CodeKeyInvalid,
+		return g.reject(ctx, &rep, OutcomeInvalid, http.StatusBadRequest, CodeKeyInvalid,
 			"the Idempotency-Key header must be one string of 1 to "+itoa(g.cfg.MaxKeyLength)+" bytes", err)
 	}
 	if !ok {
-		if g.cfg.Require {
-			return g.reject(ctx, OutcomeInvalid, http.StatusBadRequest, CodeKeyMissing,
-				"this request requires an Idempotency-Key header", ErrKeyMissing)
-		}
-		return nil, nil
+		return g.reject(ctx, &rep, OutcomeInvalid, http.StatusBadRequest, CodeKeyMissing,
+			"this request requires an Idempotency-Key header", ErrKeyMissing)
 	}
 	if principal == nil {
 		principal = g.principal
@@ -149,12 +156,12 @@ func (g *Guard) Begin(r *http.Request, principal func(*http.Request) (string, er
 		if err == nil {
 			err = errors.New("empty principal")
 		}
-		return g.reject(ctx, OutcomeInvalid, http.StatusUnauthorized, CodeUnauthenticated,
+		return g.reject(ctx, &rep, OutcomeInvalid, http.StatusUnauthorized, CodeUnauthenticated,
 			"the caller could not be identified", fmt.Errorf("%w: %w", ErrUnauthenticated, err))
 	}
 	body, p := g.readBody(r)
 	if p != nil {
-		report(ctx, g.cfg.OnDecision, Decision{Kind: KindIdempotency, Outcome: OutcomeInvalid, Status: p.Status, Err: p.Err})
+		rep.last(ctx, OutcomeInvalid, p.Status, p.Err)
 		return nil, p
 	}
 	fp := normFingerprint(g.cfg.Fingerprint(r, body))
@@ -167,34 +174,34 @@ func (g *Guard) Begin(r *http.Request, principal func(*http.Request) (string, er
 			err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 		}
 		if g.cfg.FailOpen {
-			report(ctx, g.cfg.OnDecision, Decision{Kind: KindIdempotency, Outcome: OutcomeStoreError, Err: err})
+			rep.last(ctx, OutcomeStoreError, 0, err)
 			return &Call{g: g, req: withBody(r, r.Context(), body)}, nil
 		}
-		return g.reject(ctx, OutcomeStoreError, http.StatusServiceUnavailable, CodeStoreUnavailable,
+		return g.reject(ctx, &rep, OutcomeStoreError, http.StatusServiceUnavailable, CodeStoreUnavailable,
 			"idempotency store unavailable; retry with the same Idempotency-Key", err)
 	case b.Record != nil:
 		if b.Record.Fingerprint != fp {
-			return g.reject(ctx, OutcomeMismatch, http.StatusUnprocessableEntity, CodeKeyReused,
+			return g.reject(ctx, &rep, OutcomeMismatch, http.StatusUnprocessableEntity, CodeKeyReused,
 				"this Idempotency-Key was used for a different request", ErrKeyReused)
 		}
-		report(ctx, g.cfg.OnDecision, Decision{Kind: KindIdempotency, Outcome: OutcomeReplayed})
+		rep.last(ctx, OutcomeReplayed, 0, nil)
 		return &Call{g: g, rec: b.Record}, nil
 	case b.InFlight != nil:
 		if b.InFlight.Fingerprint != fp {
-			return g.reject(ctx, OutcomeMismatch, http.StatusUnprocessableEntity, CodeKeyReused,
+			return g.reject(ctx, &rep, OutcomeMismatch, http.StatusUnprocessableEntity, CodeKeyReused,
 				"this Idempotency-Key is in use for a different request", ErrKeyReused)
 		}
-		c, p := g.reject(ctx, OutcomeInFlight, http.StatusConflict, CodeInFlight,
+		c, p := g.reject(ctx, &rep, OutcomeInFlight, http.StatusConflict, CodeInFlight,
 			"a request with this Idempotency-Key is being processed; retry later with the same key", ErrInFlight)
 		p.RetryAfter = g.cfg.RetryAfter
 		return c, p
 	case b.Lease == nil:
-		return g.reject(ctx, OutcomeStoreError, http.StatusServiceUnavailable, CodeStoreUnavailable,
+		return g.reject(ctx, &rep, OutcomeStoreError, http.StatusServiceUnavailable, CodeStoreUnavailable,
 			"idempotency store unavailable", fmt.Errorf("%w: empty Begin result", ErrStoreUnavailable))
 	}
-	report(ctx, g.cfg.OnDecision, Decision{Kind: KindIdempotency, Outcome: OutcomeFirst})
+	rep.decided(ctx, OutcomeFirst, 0, nil)
 	runCtx, cancel := context.WithCancelCause(ctx)
-	c := &Call{g: g, lease: b.Lease, fp: fp, req: withBody(r, runCtx, body), cancel: cancel, done: make(chan struct{})}
+	c := &Call{g: g, lease: b.Lease, fp: fp, req: withBody(r, runCtx, body), cancel: cancel, done: make(chan struct{}), rep: rep}
 	go c.watch()
 	return c, nil
 }

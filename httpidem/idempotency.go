@@ -91,6 +91,16 @@ type IdempotencyConfig struct {
 
 	// OnDecision, if set, is called with every decision (see Decision).
 	OnDecision func(ctx context.Context, d Decision)
+
+	// Observer, if set, traces and measures the decisions (see Observer;
+	// package otel's Instrumentation is one). nil: none.
+	Observer Observer
+
+	// Scope names what the middleware protects ("orders", "payments") in
+	// decisions (Decision.Scope) and telemetry: 1 to 64 bytes of
+	// [A-Za-z0-9._-], a fixed name, never an ID. It does not partition
+	// keys (Principal does). "": none.
+	Scope string
 }
 
 // DefaultIdempotencyConfig holds the defaults of IdempotencyConfig.

@@ -22,6 +22,12 @@ const (
 	spanLost    = "latchkey.lost"
 	spanCronRun = "latchkey.cron.run"
 
+	// HTTP middleware decisions (httpidem, echomw): "latchkey." + the
+	// Decision's Kind.
+	spanIdempotency = "latchkey.idempotency"
+	spanDaily       = "latchkey.daily"
+	spanParamLock   = "latchkey.paramlock"
+
 	// eventLost is added to the span that was current when a lost lease
 	// was acquired, if it is still recording.
 	eventLost = "latchkey.lease.lost"
@@ -44,6 +50,7 @@ const (
 	keyCronSkip     = attribute.Key("latchkey.cron.skip_reason")
 	keyCronLocked   = attribute.Key("latchkey.cron.locked")
 	keyCronDuration = attribute.Key("latchkey.cron.run.duration") // seconds
+	keyHTTPScope    = attribute.Key("latchkey.http.scope")        // Decision.Scope, when not empty
 	keyErrorType    = semconv.ErrorTypeKey
 )
 
@@ -71,6 +78,8 @@ const (
 	metricLosses       = "latchkey.lock.losses"
 	metricCronRuns     = "latchkey.cron.runs"
 	metricCronDuration = "latchkey.cron.run.duration"
+	metricIdemRequests = "latchkey.idempotency.requests"
+	metricDailyClaims  = "latchkey.daily.claims"
 )
 
 // durationBuckets are the explicit histogram boundaries of every duration
@@ -92,6 +101,7 @@ const (
 	errBackend    = "backend"          // Redis (or another backend) failed
 	errPanic      = "panic"            // a cron job panicked
 	errMaxHold    = "max_hold"         // a cron job reached its max hold
+	errMisconfig  = "misconfigured"    // a middleware answered 500 for its own config or route
 )
 
 // errorType names err for error.type, low-cardinality: the value of an

@@ -3,12 +3,17 @@ package otel_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/cronlock"
+	"github.com/latchkey/latchkey/echomw"
+	"github.com/latchkey/latchkey/httpidem"
 	"github.com/latchkey/latchkey/otel"
 	"github.com/robfig/cron/v3"
 	"go.opentelemetry.io/otel/attribute"
@@ -40,9 +45,22 @@ func TestContract(t *testing.T) {
 			"latchkey.cron.run ran":      "latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.run.duration latchkey.lock.fence latchkey.outcome",
 			"latchkey.cron.run skipped":  "latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.skip_reason latchkey.outcome",
 			"latchkey.cron.run failed":   "error.type latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.run.duration latchkey.lock.fence latchkey.outcome",
+
+			"latchkey.idempotency first":       "latchkey.http.scope latchkey.outcome",
+			"latchkey.idempotency replayed":    "latchkey.http.scope latchkey.outcome",
+			"latchkey.idempotency in_flight":   "latchkey.http.scope latchkey.outcome",
+			"latchkey.idempotency store_error": "error.type latchkey.http.scope latchkey.outcome",
+			"latchkey.daily first":             "latchkey.http.scope latchkey.outcome",
+			"latchkey.daily duplicate":         "latchkey.http.scope latchkey.outcome",
+			"latchkey.daily released":          "latchkey.http.scope latchkey.outcome",
+			"latchkey.paramlock acquired":      "latchkey.http.scope latchkey.outcome",
+			"latchkey.paramlock locked":        "latchkey.http.scope latchkey.outcome",
 		}
 		got := map[string]string{}
 		for _, s := range tel.sr.Ended() {
+			if s.InstrumentationScope().Name == "test" {
+				continue // the test's request spans
+			}
 			k := s.Name() + " " + attrs(s)[outcome].AsString()
 			if prev, ok := got[k]; ok && prev != keyList(s.Attributes()) {
 				t.Errorf("%s: attribute keys vary: %q and %q", k, prev, keyList(s.Attributes()))
@@ -76,6 +94,9 @@ func TestContract(t *testing.T) {
 		}
 		job := func(job, outcome string, kv ...attribute.KeyValue) attribute.Set {
 			return attribute.NewSet(append(kv, attribute.String("latchkey.cron.job", job), attribute.String("latchkey.outcome", outcome))...)
+		}
+		scoped := func(scope, outcome string, kv ...attribute.KeyValue) attribute.Set {
+			return attribute.NewSet(append(kv, attribute.String("latchkey.http.scope", scope), attribute.String("latchkey.outcome", outcome))...)
 		}
 		et := attribute.String
 		hist := func(name, desc string, sets ...attribute.Set) metricdata.Metrics {
@@ -115,6 +136,11 @@ func TestContract(t *testing.T) {
 				job("export", "failed", et("error.type", "_OTHER"))),
 			hist("latchkey.cron.run.duration", "Duration of cron job function runs.",
 				job("report", "ran"), job("export", "failed", et("error.type", "_OTHER"))),
+			sum("latchkey.idempotency.requests", "Requests decided by the Idempotency-Key middleware, by last outcome.", "{request}", true,
+				scoped("orders", "first"), scoped("orders", "replayed"), scoped("orders", "in_flight"),
+				scoped("orders", "store_error", et("error.type", "backend"))),
+			sum("latchkey.daily.claims", "Requests decided by the once-per-day middleware, by scope and last outcome.", "{claim}", true,
+				scoped("vote", "first"), scoped("vote", "duplicate"), scoped("vote", "released")),
 		}
 		got := tel.collect(t)
 		if len(got) != len(want) {
@@ -181,4 +207,61 @@ func generate(t *testing.T, tel *telemetry) {
 	report.Run()
 	report.Run() // claimed
 	export.Run()
+
+	generateHTTP(t, tel)
+}
+
+// generateHTTP makes one of each HTTP decision span and measurement of the
+// contract, through httpidem and echomw, inside request spans.
+func generateHTTP(t *testing.T, tel *telemetry) {
+	t.Helper()
+	store := httpidem.NewMemoryStore()
+	defer store.Close()
+	o := newOrders()
+	cfg := httpidem.IdempotencyConfig{Store: store, Principal: userOf, Scope: "orders", Observer: tel.inst}
+	orders := httpidem.Idempotency(cfg)(o)
+	cfg.Store = failStore{store}
+	broken := httpidem.Idempotency(cfg)(o)
+	serveIn(tel, orders, post("/orders", "k-1", "{}"))
+	serveIn(tel, orders, post("/orders", "k-1", "{}"))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		serveIn(tel, orders, post("/orders", "k-2", "{}", "X-Block", "1"))
+	}()
+	<-o.entered
+	serveIn(tel, orders, post("/orders", "k-2", "{}"))
+	close(o.unblock)
+	<-done
+	serveIn(tel, broken, post("/orders", "k-3", "{}"))
+
+	vote := httpidem.Daily(httpidem.DailyConfig{Store: store, Scope: "vote", Subject: userOf, Observer: tel.inst})(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("X-Fail") != "" {
+				w.WriteHeader(http.StatusInternalServerError)
+			}
+		}))
+	serveIn(tel, vote, post("/vote", "", ""))
+	serveIn(tel, vote, post("/vote", "", ""))
+	serveIn(tel, vote, post("/vote", "", "", "X-User", "bob", "X-Fail", "1"))
+
+	locks := core.NewMemory() // not observed: only the paramlock spans
+	defer locks.Close()
+	e := echo.New()
+	e.POST("/sku/:sku", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) },
+		echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locker: locks, Params: []string{"sku"}, Name: "sku", Observer: tel.inst}))
+	serveIn(tel, e, httptest.NewRequest("POST", "/sku/1", nil))
+	held, err := locks.TryLock(context.Background(), "sku|sku=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+	serveIn(tel, e, httptest.NewRequest("POST", "/sku/1", nil))
+}
+
+// failStore is a store whose Begin fails.
+type failStore struct{ httpidem.Store }
+
+func (failStore) Begin(context.Context, httpidem.BeginArgs) (httpidem.Begun, error) {
+	return httpidem.Begun{}, errors.New("connection refused")
 }

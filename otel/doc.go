@@ -4,12 +4,16 @@
 // OpenTelemetry, and without a raw lock key leaving the process unless
 // asked for.
 //
-// One Instrumentation wires everything: it implements core.Observer and
-// cronlock.Observer (and the hooks of the other adapters as they gain one):
+// One Instrumentation wires everything: it implements core.Observer,
+// cronlock.Observer and httpidem.Observer (and the hooks of the other
+// adapters as they gain one):
 //
 //	inst := otel.New(otel.WithTracerProvider(tp), otel.WithMeterProvider(mp))
 //	client := core.NewRedis(rdb, core.WithObserver(inst))
 //	crons := cronlock.New(client, cronlock.WithObserver(inst))
+//	store := httpidem.NewRedisStore(rdb, httpidem.WithLocks(client))
+//	orders := httpidem.Idempotency(httpidem.IdempotencyConfig{Store: store, Observer: inst})
+//	votes := echomw.DailyWithConfig(echomw.DailyConfig{Store: store, Scope: "vote", Observer: inst, ...})
 //
 // The package is named otel, like go.opentelemetry.io/otel: alias one of
 // them where both are imported (otelapi "go.opentelemetry.io/otel").
@@ -42,12 +46,27 @@
 //     acquisition to release or loss (see leases.go).
 //   - latchkey.cron.run: one cronlock tick on this node — job, planned
 //     time, node, outcome (ran, skipped, failed, lost), skip reason, fence.
+//   - latchkey.idempotency, latchkey.daily, latchkey.paramlock: what an
+//     httpidem or echomw middleware decided for one request, a child of
+//     the request's span. The span starts before the middleware's first
+//     store call and carries its store calls (Redis command spans, the
+//     lease's latchkey.acquire and latchkey.release when the store's
+//     core.Client is observed), the handler when it runs under the
+//     decision, and the completion after it. Attributes: the request's
+//     last outcome (the httpidem.Outcome values: first, replayed,
+//     in_flight, mismatch, invalid, store_error, lease_lost, not_stored;
+//     first, duplicate, released; acquired, locked, lock_lost) and
+//     latchkey.http.scope (the Daily scope, IdempotencyConfig.Scope, the
+//     ParamLock name), never a key, principal or subject.
 //
 // Contention is an outcome, not an error: a TryLock that finds the key
-// held, a tick claimed elsewhere, keep status Unset. A wait timeout or
-// cancellation, a Redis error, a lease found gone (not_held), a lost lease
-// and a failed job set status Error with the message and error.type; no
-// span records the error as an event (the contrib rule).
+// held, a tick claimed elsewhere, a duplicate vote, a replay, a request in
+// flight elsewhere keep status Unset, as do requests the middleware
+// rejects as invalid (4xx). A wait timeout or cancellation, a Redis error
+// (a store error, also when failing open), a lease found gone (not_held),
+// a lost lease or lock, a claim that could not be given back and a failed
+// job set status Error with the message and error.type; no span records
+// the error as an event (the contrib rule).
 //
 // # Metrics
 //
@@ -64,6 +83,14 @@
 //	latchkey.lock.losses              counter, {lock} name
 //	latchkey.cron.runs                counter, {run}  job, outcome[, skip_reason][, error.type]
 //	latchkey.cron.run.duration        histogram, s   job, outcome[, error.type]
+//	latchkey.idempotency.requests     counter, {request} [scope, ]outcome[, error.type]
+//	latchkey.daily.claims             counter, {claim} scope, outcome[, error.type]
+//
+// (scope is latchkey.http.scope; an Idempotency middleware has one only if
+// its config sets Scope.) The HTTP counters count each observed request
+// once, by its last outcome: a first request whose lease was lost counts as lease_lost, one
+// whose 5xx answer was not stored as not_stored, and a daily claim given
+// back after a failed handler as released.
 //
 // latchkey.lock.held.count goes up with each acquisition of a new lease
 // and down with its release or its loss, whichever comes first, with the

@@ -3,12 +3,19 @@ package otel_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/labstack/echo/v4"
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/cronlock"
+	"github.com/latchkey/latchkey/echomw"
+	"github.com/latchkey/latchkey/httpidem"
 	"github.com/latchkey/latchkey/otel"
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
@@ -30,7 +37,7 @@ func printSpans(sr *tracetest.SpanRecorder) {
 		line := []string{s.Name()}
 		for _, kv := range s.Attributes() {
 			switch kv.Key {
-			case "latchkey.outcome", "latchkey.lock.name", "latchkey.cron.job", "error.type":
+			case "latchkey.outcome", "latchkey.lock.name", "latchkey.cron.job", "latchkey.http.scope", "error.type":
 				line = append(line, string(kv.Key)+"="+kv.Value.Emit())
 			}
 		}
@@ -203,4 +210,113 @@ func ExampleWithRenewalSpans() {
 	h.Release(context.Background())
 	fmt.Println("renewal span under the acquire span:", renewed())
 	// Output: renewal span under the acquire span: true
+}
+
+// printCounters prints the int64 sums of the reader's metrics named in
+// names, one line per series.
+func printCounters(reader sdkmetric.Reader, names ...string) {
+	var rm metricdata.ResourceMetrics
+	_ = reader.Collect(context.Background(), &rm)
+	var lines []string
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		sum, ok := m.Data.(metricdata.Sum[int64])
+		if !ok || !slices.Contains(names, m.Name) {
+			continue
+		}
+		for _, p := range sum.DataPoints {
+			var kv []string
+			for _, a := range p.Attributes.ToSlice() {
+				kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+			}
+			lines = append(lines, fmt.Sprintf("%s{%s} %d", m.Name, strings.Join(kv, ","), p.Value))
+		}
+	}
+	sort.Strings(lines)
+	fmt.Println(strings.Join(lines, "\n"))
+}
+
+// This example gives the Instrumentation to the Idempotency-Key and
+// once-per-day middlewares of package httpidem (echomw's take the same
+// Observer field): each request's decision is a span under the request's
+// span, named by its scope, never by its key or user, and a count by
+// outcome. A replay and a second vote the same day are outcomes, not
+// errors.
+func Example_httpidem() {
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	reader := sdkmetric.NewManualReader()
+	inst := otel.New(otel.WithTracerProvider(tp), otel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	store := httpidem.NewRedisStore(rdb)
+	defer store.Close()
+
+	user := func(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil } // your auth
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) })
+	orders := httpidem.Idempotency(httpidem.IdempotencyConfig{Store: store, Principal: user, Scope: "orders", Observer: inst})(ok)
+	votes := httpidem.Daily(httpidem.DailyConfig{Store: store, Scope: "vote", Subject: user, Observer: inst})(ok)
+
+	send := func(h http.Handler, path, key string) {
+		r := httptest.NewRequest("POST", path, strings.NewReader("{}"))
+		r.Header.Set("X-User", "ann")
+		if key != "" {
+			r.Header.Set("Idempotency-Key", key)
+		}
+		ctx, span := tp.Tracer("shop").Start(r.Context(), "POST "+path) // otelhttp's server span
+		h.ServeHTTP(httptest.NewRecorder(), r.WithContext(ctx))
+		span.End()
+	}
+	send(orders, "/orders", "k-1")
+	send(orders, "/orders", "k-1") // a retry
+	send(votes, "/vote", "")
+	send(votes, "/vote", "") // again the same day
+	printSpans(sr)
+	printCounters(reader, "latchkey.idempotency.requests", "latchkey.daily.claims")
+	// Output:
+	// latchkey.idempotency latchkey.http.scope=orders latchkey.outcome=first (in POST /orders)
+	// POST /orders
+	// latchkey.idempotency latchkey.http.scope=orders latchkey.outcome=replayed (in POST /orders)
+	// POST /orders
+	// latchkey.daily latchkey.http.scope=vote latchkey.outcome=first (in POST /vote)
+	// POST /vote
+	// latchkey.daily latchkey.http.scope=vote latchkey.outcome=duplicate (in POST /vote)
+	// POST /vote
+	// latchkey.daily.claims{latchkey.http.scope=vote,latchkey.outcome=duplicate} 1
+	// latchkey.daily.claims{latchkey.http.scope=vote,latchkey.outcome=first} 1
+	// latchkey.idempotency.requests{latchkey.http.scope=orders,latchkey.outcome=first} 1
+	// latchkey.idempotency.requests{latchkey.http.scope=orders,latchkey.outcome=replayed} 1
+}
+
+// This example traces echomw's ParamLock with the lock client observed
+// too: the lock's spans nest under the latchkey.paramlock span, named by
+// the route. A WithLockName that cuts ParamLock's keys at '|' names the
+// lock by its route instead of the default (the key's prefix before ':').
+func Example_echomw() {
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	inst := otel.New(otel.WithTracerProvider(tp), otel.WithMeterProvider(sdkmetric.NewMeterProvider()),
+		otel.WithLockName(func(key string) string {
+			name, _, _ := strings.Cut(key, "|") // "/sku/:sku/deduct|sku=42"
+			return name
+		}))
+	locks := core.NewMemory(core.WithObserver(inst))
+	defer locks.Close()
+
+	e := echo.New()
+	e.POST("/sku/:sku/deduct", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) },
+		echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locker: locks, Params: []string{"sku"}, Observer: inst}))
+
+	r := httptest.NewRequest("POST", "/sku/42/deduct", nil)
+	ctx, span := tp.Tracer("shop").Start(r.Context(), "POST /sku/:sku/deduct") // otelecho's server span
+	e.ServeHTTP(httptest.NewRecorder(), r.WithContext(ctx))
+	span.End()
+	printSpans(sr)
+	// Output:
+	// latchkey.acquire latchkey.lock.name=/sku/:sku/deduct latchkey.outcome=acquired (in latchkey.paramlock)
+	// latchkey.release latchkey.lock.name=/sku/:sku/deduct latchkey.outcome=released (in latchkey.paramlock)
+	// latchkey.paramlock latchkey.http.scope=/sku/:sku/deduct latchkey.outcome=acquired (in POST /sku/:sku/deduct)
+	// POST /sku/:sku/deduct
 }

@@ -17,6 +17,8 @@ type instruments struct {
 	losses       metric.Int64Counter
 	cronRuns     metric.Int64Counter
 	cronDuration metric.Float64Histogram
+	idemRequests metric.Int64Counter
+	dailyClaims  metric.Int64Counter
 }
 
 // newInstruments creates the instruments on m. An instrument that cannot
@@ -43,6 +45,12 @@ func newInstruments(m metric.Meter) instruments {
 	handle(err)
 	in.cronRuns, err = m.Int64Counter(metricCronRuns, metric.WithUnit("{run}"),
 		metric.WithDescription("Cron ticks handled by this node, by outcome."))
+	handle(err)
+	in.idemRequests, err = m.Int64Counter(metricIdemRequests, metric.WithUnit("{request}"),
+		metric.WithDescription("Requests decided by the Idempotency-Key middleware, by last outcome."))
+	handle(err)
+	in.dailyClaims, err = m.Int64Counter(metricDailyClaims, metric.WithUnit("{claim}"),
+		metric.WithDescription("Requests decided by the once-per-day middleware, by scope and last outcome."))
 	handle(err)
 	return in
 }
@@ -121,6 +129,8 @@ const (
 	seriesLosses
 	seriesCronRuns
 	seriesCronDuration
+	seriesIdemRequests
+	seriesDailyClaims
 )
 
 // lockAttrs builds the attributes of a lock metric series.
@@ -152,6 +162,24 @@ func (in *Instrumentation) cronAttrs(k seriesKey) []attribute.KeyValue {
 		attrs = append(attrs, keyErrorType.String(k.errType))
 	}
 	return attrs
+}
+
+// httpAttrs builds the attributes of an HTTP decision metric series.
+func (in *Instrumentation) httpAttrs(k seriesKey) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, len(in.cfg.attrs)+3)
+	attrs = append(attrs, in.cfg.attrs...)
+	if k.name != "" {
+		attrs = append(attrs, keyHTTPScope.String(k.name))
+	}
+	attrs = append(attrs, keyOutcome.String(k.outcome))
+	if k.errType != "" {
+		attrs = append(attrs, keyErrorType.String(k.errType))
+	}
+	return attrs
+}
+
+func (in *Instrumentation) httpSeries(metric uint8, scope, outcome, errType string) *series {
+	return in.series.get(seriesKey{metric: metric, name: scope, outcome: outcome, errType: errType}, in.httpAttrs)
 }
 
 func (in *Instrumentation) lockSeries(metric uint8, name, op, outcome, errType string) *series {

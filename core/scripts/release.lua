@@ -23,5 +23,5 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
     return 1
   end
 end
-redis.call('PUBLISH', KEYS[1], 'r')
+redis.call('PUBLISH', KEYS[1], 'r:' .. ARGV[1])
 return 1

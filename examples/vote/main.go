@@ -3,12 +3,22 @@
 // Idempotency-Key order endpoint — then a scripted client exercises each
 // behaviour (first, duplicate, replay, 409 in flight, 422 reuse).
 //
+// With -trace, the middlewares and the store's leases are instrumented by
+// package otel: each request is a server span with the middleware's
+// decision inside (latchkey.idempotency, latchkey.daily, and the order
+// lease's latchkey.acquire and latchkey.release under its decision),
+// printed as a JSON line by OpenTelemetry's stdout exporter as it ends,
+// and the metrics (latchkey.idempotency.requests, latchkey.daily.claims,
+// the lock metrics) are summed up at the end.
+//
 //	go run ./examples/vote                      # embedded miniredis
+//	go run ./examples/vote -trace               # ... printing spans and metrics
 //	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/vote
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -21,11 +31,20 @@ import (
 	"time"
 	_ "time/tzdata" // Europe/Berlin on machines without a zone database
 
+	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/httpidem"
 	"github.com/latchkey/latchkey/internal/demo"
+	"go.opentelemetry.io/otel/trace"
 )
 
 func main() {
+	traceOn := flag.Bool("trace", false, "print OpenTelemetry spans (stdout exporter) and a metrics summary")
+	flag.Parse()
+	tel, err := demo.SetupTelemetry("examples/vote", *traceOn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tel.Report()
 	rdb, where, cleanup, err := demo.Redis()
 	if err != nil {
 		log.Fatal(err)
@@ -36,11 +55,21 @@ func main() {
 	// A fresh prefix per run, so a real Redis shows the same story twice;
 	// its keys are deleted at the end.
 	prefix := fmt.Sprintf("demo:vote:%d", time.Now().UnixNano())
-	store := httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix))
-	defer store.Close()
 	defer deleteKeys(rdb, prefix)
+	storeOpts := []httpidem.StoreOption{httpidem.WithPrefix(prefix)}
+	var obs httpidem.Observer // stays a nil interface without -trace
+	if tel.Inst != nil {
+		// One Instrumentation for the middlewares and for the store's
+		// leases, which then nest under the decisions that take them.
+		obs = tel.Inst
+		locks := core.NewRedis(rdb, core.WithKeyPrefix(prefix), core.WithObserver(tel.Inst))
+		defer locks.Close()
+		storeOpts = append(storeOpts, httpidem.WithLocks(locks))
+	}
+	store := httpidem.NewRedisStore(rdb, storeOpts...)
+	defer store.Close()
 
-	srv, err := newServer(store)
+	srv, err := newServer(store, obs)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -48,7 +77,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	hs := &http.Server{Handler: srv.mux, ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: serverSpans(tel.Tracer, srv.mux), ReadHeaderTimeout: 5 * time.Second}
 	go hs.Serve(ln)
 	defer hs.Close()
 
@@ -58,6 +87,21 @@ func main() {
 	if !ok {
 		os.Exit(1)
 	}
+}
+
+// serverSpans starts a server span per request around h, named by the
+// route pattern the mux matched — in short, what otelhttp.NewHandler does.
+// Without -trace the tracer is a no-op.
+func serverSpans(tracer trace.Tracer, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, span := tracer.Start(r.Context(), r.Method, trace.WithSpanKind(trace.SpanKindServer))
+		defer span.End()
+		r = r.WithContext(ctx)
+		h.ServeHTTP(w, r)
+		if r.Pattern != "" {
+			span.SetName(r.Pattern)
+		}
+	})
 }
 
 // server is the demo service.
@@ -81,7 +125,8 @@ func user(r *http.Request) (string, error) {
 	return "", fmt.Errorf("not logged in")
 }
 
-func newServer(store *httpidem.RedisStore) (*server, error) {
+// newServer builds the service; obs, if not nil, observes every middleware.
+func newServer(store *httpidem.RedisStore, obs httpidem.Observer) (*server, error) {
 	s := &server{mux: http.NewServeMux(), store: store, slowStart: make(chan struct{}), decided: map[string]int{}}
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
@@ -91,7 +136,7 @@ func newServer(store *httpidem.RedisStore) (*server, error) {
 
 	// One vote per user per item per Berlin day, counted.
 	voteCfg := httpidem.DailyConfig{Store: store, Scope: "vote", Location: berlin, Subject: user, Object: item,
-		Counted: true, OnDecision: s.decide}
+		Counted: true, OnDecision: s.decide, Observer: obs}
 	vote, err := voteCfg.ToMiddleware()
 	if err != nil {
 		return nil, err
@@ -112,7 +157,7 @@ func newServer(store *httpidem.RedisStore) (*server, error) {
 	})
 
 	// One check-in a day; a second one is a friendly 200.
-	checkin, err := httpidem.DailyConfig{Store: store, Scope: "checkin", Location: berlin, Subject: user, OnDecision: s.decide,
+	checkin, err := httpidem.DailyConfig{Store: store, Scope: "checkin", Location: berlin, Subject: user, OnDecision: s.decide, Observer: obs,
 		DuplicateHandler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			t, _ := httpidem.TicketFromContext(r.Context())
 			fmt.Fprintf(w, "already checked in on %s; next check-in in %s", t.Day, t.RetryAfter.Round(time.Minute))
@@ -127,7 +172,7 @@ func newServer(store *httpidem.RedisStore) (*server, error) {
 
 	// Unique daily readers: never blocks, counts each reader once a day.
 	readCfg := httpidem.DailyConfig{Store: store, Scope: "read", Location: berlin, Subject: user, Object: item,
-		Mode: httpidem.ModeCount, OnDecision: s.decide}
+		Mode: httpidem.ModeCount, OnDecision: s.decide, Observer: obs}
 	read, err := readCfg.ToMiddleware()
 	if err != nil {
 		return nil, err
@@ -148,7 +193,8 @@ func newServer(store *httpidem.RedisStore) (*server, error) {
 	})
 
 	// Orders need an Idempotency-Key, scoped to the user.
-	orders, err := httpidem.IdempotencyConfig{Store: store, Require: true, Principal: user, OnDecision: s.decide}.ToMiddleware()
+	orders, err := httpidem.IdempotencyConfig{Store: store, Require: true, Principal: user, Scope: "orders",
+		OnDecision: s.decide, Observer: obs}.ToMiddleware()
 	if err != nil {
 		return nil, err
 	}
