@@ -29,8 +29,8 @@ type subscriber interface {
 }
 
 type channelState struct {
-	waiters    []*waiter     // in arrival order
-	last       string        // the last release notification delivered
+	waiters    []*waiter // in arrival order
+	last       string    // the last release notification delivered
 	lastAt     time.Time
 	subscribed bool          // SUBSCRIBE sent
 	ready      chan struct{} // closed once the subscription is confirmed
