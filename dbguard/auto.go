@@ -19,8 +19,9 @@ import (
 // (ErrBusy from the lock wait) and a rejected fence make only that one
 // deduction optimistic. An optimistic deduction that loses WithRetries
 // races ends with one Atomic write instead of ErrBusy. It returns the
-// strategy that decided the outcome.
-func (g *Guard) deductAuto(ctx context.Context, items []item) (Strategy, error) {
+// strategy that decided the outcome, and notes in r the fallback and the
+// optimistic retries.
+func (g *Guard) deductAuto(ctx context.Context, items []item, r *run) (Strategy, error) {
 	use, probe := g.breaker.allow()
 	if use {
 		err := g.deductLocked(ctx, items, true)
@@ -46,7 +47,8 @@ func (g *Guard) deductAuto(ctx context.Context, items []item) (Strategy, error) 
 		}
 	}
 	g.stats.fallbacks.Add(1)
-	err := g.deductOptimistic(ctx, items)
+	r.fallback = true
+	err := g.deductOptimistic(ctx, items, r)
 	if errors.Is(err, ErrBusy) {
 		// The row is too hot for optimism (WithRetries lost races): one
 		// conditional UPDATE settles it, so a buyer never sees the outage.

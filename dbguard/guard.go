@@ -163,7 +163,7 @@ func (g *Guard) Deduct(ctx context.Context, sku string, qty int64) error {
 	if qty <= 0 {
 		return fmt.Errorf("%w: deduct %d of %q", ErrInvalidQty, qty, sku)
 	}
-	return g.deduct(ctx, []item{{sku: sku, qty: qty}})
+	return g.deduct(ctx, OpDeduct, []item{{sku: sku, qty: qty}})
 }
 
 // DeductMany takes every line of an order (SKU → units) in one
@@ -189,7 +189,7 @@ func (g *Guard) DeductMany(ctx context.Context, order map[string]int64) error {
 		items = append(items, item{sku: sku, qty: qty})
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].sku < items[j].sku })
-	return g.deduct(ctx, items)
+	return g.deduct(ctx, OpDeductMany, items)
 }
 
 // An item is one line of an order.
@@ -198,25 +198,38 @@ type item struct {
 	qty int64
 }
 
-// deduct runs the strategy on items, sorted by SKU, and counts the outcome.
-func (g *Guard) deduct(ctx context.Context, items []item) error {
+// deduct runs the strategy on items, sorted by SKU, counts the outcome
+// and reports it to the Observer.
+func (g *Guard) deduct(ctx context.Context, op string, items []item) error {
 	var (
 		err error
 		via Strategy
+		r   run
+		end func(DeductResult)
 	)
-	switch g.Strategy() {
+	strategy := g.Strategy()
+	if o := g.cfg.observer; o != nil {
+		var octx context.Context
+		if octx, end = o.DeductStart(ctx, op, strategy); octx != nil {
+			ctx = octx
+		}
+	}
+	switch strategy {
 	case Atomic:
 		via, err = Atomic, g.deductAtomic(ctx, items)
 	case RowLock:
 		via, err = RowLock, g.deductRowLock(ctx, items)
 	case Optimistic:
-		via, err = Optimistic, g.deductOptimistic(ctx, items)
+		via, err = Optimistic, g.deductOptimistic(ctx, items, &r)
 	case Locked:
 		via, err = Locked, g.deductLocked(ctx, items, false)
 	default: // Auto with a locker
-		via, err = g.deductAuto(ctx, items)
+		via, err = g.deductAuto(ctx, items, &r)
 	}
 	g.stats.record(via, items, err)
+	if end != nil {
+		end(DeductResult{Strategy: via, Fallback: r.fallback, Retries: r.retries, Items: len(items), Err: err})
+	}
 	return err
 }
 

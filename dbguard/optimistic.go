@@ -17,8 +17,9 @@ var errVersionMoved = errors.New("dbguard: version moved")
 // is retried after a jittered backoff, at most WithRetries attempts in
 // all; then ErrBusy (matching ErrVersionConflict too). Nothing is locked
 // between the read and the write, and an order of several SKUs writes them
-// in one transaction, in sorted order.
-func (g *Guard) deductOptimistic(ctx context.Context, items []item) error {
+// in one transaction, in sorted order. Lost attempts are counted in
+// r.retries.
+func (g *Guard) deductOptimistic(ctx context.Context, items []item, r *run) error {
 	vers := make([]int64, len(items))
 	for attempt := 0; ; attempt++ {
 		if err := g.readVersions(ctx, items, vers); err != nil {
@@ -32,6 +33,7 @@ func (g *Guard) deductOptimistic(ctx context.Context, items []item) error {
 			return err
 		}
 		g.stats.conflicts.Add(1)
+		r.retries++
 		if attempt+1 >= g.cfg.retries {
 			return fmt.Errorf("%w: %q: %d optimistic attempts lost to concurrent writers: %w",
 				ErrBusy, items[0].sku, attempt+1, ErrVersionConflict)

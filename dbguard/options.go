@@ -149,6 +149,7 @@ type config struct {
 	lockTimeout   time.Duration
 	probeInterval time.Duration
 	retries       int
+	observer      Observer
 	set           optBit
 	err           error // the first invalid option
 }

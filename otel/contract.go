@@ -27,6 +27,8 @@ const (
 	spanIdempotency = "latchkey.idempotency"
 	spanDaily       = "latchkey.daily"
 	spanParamLock   = "latchkey.paramlock"
+	// A dbguard deduction (Guard.Deduct, Guard.DeductMany).
+	spanStockDeduct = "latchkey.stock.deduct"
 
 	// eventLost is added to the span that was current when a lost lease
 	// was acquired, if it is still recording.
@@ -51,6 +53,9 @@ const (
 	keyCronLocked   = attribute.Key("latchkey.cron.locked")
 	keyCronDuration = attribute.Key("latchkey.cron.run.duration") // seconds
 	keyHTTPScope    = attribute.Key("latchkey.http.scope")        // Decision.Scope, when not empty
+	keyStockStrat   = attribute.Key("latchkey.stock.strategy")    // the strategy that decided
+	keyStockFall    = attribute.Key("latchkey.stock.fallback")    // Auto went optimistic
+	keyStockRetries = attribute.Key("latchkey.stock.retries")     // optimistic attempts lost
 	keyErrorType    = semconv.ErrorTypeKey
 )
 
@@ -80,6 +85,8 @@ const (
 	metricCronDuration = "latchkey.cron.run.duration"
 	metricIdemRequests = "latchkey.idempotency.requests"
 	metricDailyClaims  = "latchkey.daily.claims"
+	metricStockDeducts = "latchkey.stock.deductions"
+	metricStockRetries = "latchkey.stock.optimistic.retries"
 )
 
 // durationBuckets are the explicit histogram boundaries of every duration
@@ -102,6 +109,9 @@ const (
 	errPanic      = "panic"            // a cron job panicked
 	errMaxHold    = "max_hold"         // a cron job reached its max hold
 	errMisconfig  = "misconfigured"    // a middleware answered 500 for its own config or route
+	errLockDown   = "lock_unavailable" // dbguard.ErrLockUnavailable: the lock service failed
+	errStale      = "stale_fence"      // dbguard.ErrStaleFence: a newer holder had written
+	errDatabase   = "database"         // the SQL database failed
 )
 
 // errorType names err for error.type, low-cardinality: the value of an

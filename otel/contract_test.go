@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/cronlock"
+	"github.com/latchkey/latchkey/dbguard"
 	"github.com/latchkey/latchkey/echomw"
 	"github.com/latchkey/latchkey/httpidem"
 	"github.com/latchkey/latchkey/otel"
@@ -46,15 +47,20 @@ func TestContract(t *testing.T) {
 			"latchkey.cron.run skipped":  "latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.skip_reason latchkey.outcome",
 			"latchkey.cron.run failed":   "error.type latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.run.duration latchkey.lock.fence latchkey.outcome",
 
-			"latchkey.idempotency first":       "latchkey.http.scope latchkey.outcome",
-			"latchkey.idempotency replayed":    "latchkey.http.scope latchkey.outcome",
-			"latchkey.idempotency in_flight":   "latchkey.http.scope latchkey.outcome",
-			"latchkey.idempotency store_error": "error.type latchkey.http.scope latchkey.outcome",
-			"latchkey.daily first":             "latchkey.http.scope latchkey.outcome",
-			"latchkey.daily duplicate":         "latchkey.http.scope latchkey.outcome",
-			"latchkey.daily released":          "latchkey.http.scope latchkey.outcome",
-			"latchkey.paramlock acquired":      "latchkey.http.scope latchkey.outcome",
-			"latchkey.paramlock locked":        "latchkey.http.scope latchkey.outcome",
+			"latchkey.idempotency first":         "latchkey.http.scope latchkey.outcome",
+			"latchkey.idempotency replayed":      "latchkey.http.scope latchkey.outcome",
+			"latchkey.idempotency in_flight":     "latchkey.http.scope latchkey.outcome",
+			"latchkey.idempotency store_error":   "error.type latchkey.http.scope latchkey.outcome",
+			"latchkey.daily first":               "latchkey.http.scope latchkey.outcome",
+			"latchkey.daily duplicate":           "latchkey.http.scope latchkey.outcome",
+			"latchkey.daily released":            "latchkey.http.scope latchkey.outcome",
+			"latchkey.paramlock acquired":        "latchkey.http.scope latchkey.outcome",
+			"latchkey.paramlock locked":          "latchkey.http.scope latchkey.outcome",
+			"latchkey.stock.deduct deducted":     stockKeys,
+			"latchkey.stock.deduct insufficient": stockKeys,
+			"latchkey.stock.deduct unknown_sku":  stockKeys,
+			"latchkey.stock.deduct busy":         stockKeys,
+			"latchkey.stock.deduct failed":       "error.type " + stockKeys,
 		}
 		got := map[string]string{}
 		for _, s := range tel.sr.Ended() {
@@ -97,6 +103,9 @@ func TestContract(t *testing.T) {
 		}
 		scoped := func(scope, outcome string, kv ...attribute.KeyValue) attribute.Set {
 			return attribute.NewSet(append(kv, attribute.String("latchkey.http.scope", scope), attribute.String("latchkey.outcome", outcome))...)
+		}
+		stock := func(strategy, outcome string, kv ...attribute.KeyValue) attribute.Set {
+			return attribute.NewSet(append(kv, attribute.String("latchkey.stock.strategy", strategy), attribute.String("latchkey.outcome", outcome))...)
 		}
 		et := attribute.String
 		hist := func(name, desc string, sets ...attribute.Set) metricdata.Metrics {
@@ -141,6 +150,12 @@ func TestContract(t *testing.T) {
 				scoped("orders", "store_error", et("error.type", "backend"))),
 			sum("latchkey.daily.claims", "Requests decided by the once-per-day middleware, by scope and last outcome.", "{claim}", true,
 				scoped("vote", "first"), scoped("vote", "duplicate"), scoped("vote", "released")),
+			sum("latchkey.stock.deductions", "Stock deductions (dbguard), by the strategy that decided and outcome.", "{deduction}", true,
+				stock("locked", "deducted"), stock("locked", "insufficient"), stock("locked", "unknown_sku"),
+				stock("optimistic", "deducted"), stock("optimistic", "busy"),
+				stock("atomic", "failed", et("error.type", "database"))),
+			sum("latchkey.stock.optimistic.retries", "Optimistic deduction attempts lost to concurrent writers and retried or given up.", "{retry}", true,
+				attribute.NewSet(attribute.String("latchkey.stock.strategy", "optimistic"))),
 		}
 		got := tel.collect(t)
 		if len(got) != len(want) {
@@ -209,6 +224,47 @@ func generate(t *testing.T, tel *telemetry) {
 	export.Run()
 
 	generateHTTP(t, tel)
+	generateStock(t, tel)
+}
+
+// stockKeys are the attribute keys of every latchkey.stock.deduct span.
+const stockKeys = "latchkey.operation.name latchkey.outcome latchkey.stock.fallback latchkey.stock.retries latchkey.stock.strategy"
+
+// generateStock makes one of each stock deduction span and measurement of
+// the contract, on SQLite, with a lock client that is not observed.
+func generateStock(t *testing.T, tel *telemetry) {
+	t.Helper()
+	ctx := context.Background()
+	db := stockDB(t)
+	locks := core.NewMemory()
+	defer locks.Close()
+	auto := dbguard.New(db, dbguard.WithLocker(locks), dbguard.WithObserver(tel.inst))
+	optimistic := dbguard.New(db, dbguard.WithStrategy(dbguard.Optimistic), dbguard.WithRetries(2), dbguard.WithObserver(tel.inst))
+	closed := stockDB(t)
+	closed.Close()
+	broken := dbguard.New(closed, dbguard.WithDialect(dbguard.SQLite), dbguard.WithStrategy(dbguard.Atomic), dbguard.WithObserver(tel.inst))
+	restock(t, auto, 5, "sku-1")
+
+	if err := auto.Deduct(ctx, "sku-1", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := auto.Deduct(ctx, "sku-1", 99); !errors.Is(err, dbguard.ErrInsufficientStock) {
+		t.Fatal(err)
+	}
+	if err := auto.Deduct(ctx, "sku-0", 1); !errors.Is(err, dbguard.ErrUnknownSKU) {
+		t.Fatal(err)
+	}
+	loseRaces(t, db, 1)
+	if err := optimistic.Deduct(ctx, "sku-1", 1); err != nil {
+		t.Fatal(err)
+	}
+	loseRaces(t, db, 2)
+	if err := optimistic.Deduct(ctx, "sku-1", 1); !errors.Is(err, dbguard.ErrBusy) {
+		t.Fatal(err)
+	}
+	if err := broken.Deduct(ctx, "sku-1", 1); err == nil || errors.Is(err, dbguard.ErrBusy) {
+		t.Fatal(err)
+	}
 }
 
 // generateHTTP makes one of each HTTP decision span and measurement of the

@@ -19,6 +19,8 @@ type instruments struct {
 	cronDuration metric.Float64Histogram
 	idemRequests metric.Int64Counter
 	dailyClaims  metric.Int64Counter
+	stockDeducts metric.Int64Counter
+	stockRetries metric.Int64Counter
 }
 
 // newInstruments creates the instruments on m. An instrument that cannot
@@ -51,6 +53,12 @@ func newInstruments(m metric.Meter) instruments {
 	handle(err)
 	in.dailyClaims, err = m.Int64Counter(metricDailyClaims, metric.WithUnit("{claim}"),
 		metric.WithDescription("Requests decided by the once-per-day middleware, by scope and last outcome."))
+	handle(err)
+	in.stockDeducts, err = m.Int64Counter(metricStockDeducts, metric.WithUnit("{deduction}"),
+		metric.WithDescription("Stock deductions (dbguard), by the strategy that decided and outcome."))
+	handle(err)
+	in.stockRetries, err = m.Int64Counter(metricStockRetries, metric.WithUnit("{retry}"),
+		metric.WithDescription("Optimistic deduction attempts lost to concurrent writers and retried or given up."))
 	handle(err)
 	return in
 }
@@ -131,6 +139,8 @@ const (
 	seriesCronDuration
 	seriesIdemRequests
 	seriesDailyClaims
+	seriesStockDeducts
+	seriesStockRetries
 )
 
 // lockAttrs builds the attributes of a lock metric series.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/cronlock"
+	"github.com/latchkey/latchkey/dbguard"
 	"github.com/latchkey/latchkey/httpidem"
 	otelapi "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -23,7 +24,8 @@ const Version = "0.1.0"
 // An Instrumentation traces and measures latchkey. One value serves every
 // package: it is a core.Observer (install it with core.WithObserver), a
 // cronlock.Observer (cronlock.WithObserver) and an httpidem.Observer (the
-// Observer field of the httpidem and echomw configs), and so on for each
+// Observer field of the httpidem and echomw configs), a dbguard.Observer
+// (dbguard.WithObserver), and so on for each
 // adapter that has a hook. It is safe for concurrent use; create one per
 // process and share it.
 type Instrumentation struct {
@@ -41,6 +43,7 @@ var (
 	_ core.Observer     = (*Instrumentation)(nil)
 	_ cronlock.Observer = (*Instrumentation)(nil)
 	_ httpidem.Observer = (*Instrumentation)(nil)
+	_ dbguard.Observer  = (*Instrumentation)(nil)
 )
 
 // New returns an Instrumentation. With no options, spans go to the global
