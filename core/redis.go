@@ -147,11 +147,11 @@ func (b *redisBackend) runAcked(ctx context.Context, key string, script *redis.S
 		}
 		conn = m
 	}
-	// WAIT must answer before ctx's deadline, so that a shortfall is
+	// WAIT must answer well before ctx's deadline, so that a shortfall is
 	// reported as such rather than as a timeout.
 	wait := b.ackTimeout
 	if d, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(d)*3/4)
+		wait = min(wait, time.Until(d)/2)
 	}
 	waitMs := max(wait.Milliseconds(), 1)
 	for try := 0; ; try++ {

@@ -325,14 +325,16 @@ func TestReplicaAck(t *testing.T) {
 	c := core.NewRedis(prdb, core.WithReplicaAck(1, time.Second))
 	defer c.Close()
 
-	l, err := c.TryLock(ctx, "k", core.WithTTL(900*time.Millisecond))
+	// A TTL long enough that a renewal attempt (a third of the time left)
+	// leaves WAIT room to answer on a loaded machine.
+	l, err := c.TryLock(ctx, "k", core.WithTTL(2*time.Second))
 	if err != nil {
 		t.Fatalf("with the replica up: %v", err)
 	}
 	if v, _ := rrdb.Get(ctx, "latchkey:{k}").Result(); v != l.Token() {
 		t.Fatalf("lease not on the replica when acquire returned: %q", v)
 	}
-	time.Sleep(1200 * time.Millisecond) // renewals, acknowledged, keep it
+	time.Sleep(2500 * time.Millisecond) // renewals, acknowledged, keep it
 	select {
 	case <-l.Lost():
 		t.Fatalf("lost with the replica up: %v", l.Err())
@@ -354,7 +356,7 @@ func TestReplicaAck(t *testing.T) {
 		if !errors.Is(l.Err(), core.ErrReplicaAck) {
 			t.Fatalf("lost for another reason: %v", l.Err())
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("renewals without acknowledgement did not end the lease")
 	}
 	bad := core.NewRedis(prdb, core.WithReplicaAck(-1, 0))
