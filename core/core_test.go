@@ -6,7 +6,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/core/locktest"
-	"github.com/latchkey/latchkey/internal/mrclock"
+	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -19,18 +19,9 @@ func TestMemoryConformance(t *testing.T) {
 	locktest.Run(t, func(t *testing.T) *core.Client { return core.NewMemory() })
 }
 
-// startMiniredis starts a miniredis whose clock runs: miniredis only ages
-// keys when told to, so a goroutine moves it forward with real time.
+// startMiniredis starts a miniredis whose keys age in real time.
 func startMiniredis(t *testing.T) (*miniredis.Miniredis, *redis.Client) {
-	t.Helper()
-	mr := miniredis.RunT(t)
-	stop := mrclock.Run(mr)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() {
-		stop()
-		rdb.Close()
-	})
-	return mr, rdb
+	return redistest.Miniredis(t, true)
 }
 
 func TestMiniredisConformance(t *testing.T) {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/latchkey/latchkey/httpidem"
-	"github.com/latchkey/latchkey/internal/mrclock"
 	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -26,21 +25,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// startMiniredis starts a miniredis; with clock set, its keys age in real
-// time (miniredis only ages keys when told to).
+// startMiniredis starts a miniredis; with clock set its keys age in real time.
 func startMiniredis(t *testing.T, clock bool) (*miniredis.Miniredis, *redis.Client) {
-	t.Helper()
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	stop := func() {}
-	if clock {
-		stop = mrclock.Run(mr)
-	}
-	t.Cleanup(func() {
-		stop()
-		rdb.Close()
-	})
-	return mr, rdb
+	return redistest.Miniredis(t, clock)
 }
 
 // prefix returns a key prefix unique to the test.
