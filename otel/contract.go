@@ -29,6 +29,8 @@ const (
 	spanParamLock   = "latchkey.paramlock"
 	// A dbguard deduction (Guard.Deduct, Guard.DeductMany).
 	spanStockDeduct = "latchkey.stock.deduct"
+	// A temporallock keyed activity execution: lock, activity, release.
+	spanActivityLock = "latchkey.activity.lock"
 
 	// eventLost is added to the span that was current when a lost lease
 	// was acquired, if it is still recording.
@@ -56,6 +58,7 @@ const (
 	keyStockStrat   = attribute.Key("latchkey.stock.strategy")    // the strategy that decided
 	keyStockFall    = attribute.Key("latchkey.stock.fallback")    // Auto went optimistic
 	keyStockRetries = attribute.Key("latchkey.stock.retries")     // optimistic attempts lost
+	keyActivityType = attribute.Key("latchkey.activity.type")     // a Temporal activity type
 	keyErrorType    = semconv.ErrorTypeKey
 )
 
@@ -87,6 +90,7 @@ const (
 	metricDailyClaims  = "latchkey.daily.claims"
 	metricStockDeducts = "latchkey.stock.deductions"
 	metricStockRetries = "latchkey.stock.optimistic.retries"
+	metricActivityLock = "latchkey.activity.locks"
 )
 
 // durationBuckets are the explicit histogram boundaries of every duration

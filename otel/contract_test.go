@@ -61,6 +61,9 @@ func TestContract(t *testing.T) {
 			"latchkey.stock.deduct unknown_sku":  stockKeys,
 			"latchkey.stock.deduct busy":         stockKeys,
 			"latchkey.stock.deduct failed":       "error.type " + stockKeys,
+			"latchkey.activity.lock ran":         "latchkey.activity.type latchkey.lock.fence latchkey.outcome",
+			"latchkey.activity.lock busy":        "latchkey.activity.type latchkey.outcome",
+			"latchkey.activity.lock lost":        "error.type latchkey.activity.type latchkey.lock.fence latchkey.outcome",
 		}
 		got := map[string]string{}
 		for _, s := range tel.sr.Ended() {
@@ -106,6 +109,9 @@ func TestContract(t *testing.T) {
 		}
 		stock := func(strategy, outcome string, kv ...attribute.KeyValue) attribute.Set {
 			return attribute.NewSet(append(kv, attribute.String("latchkey.stock.strategy", strategy), attribute.String("latchkey.outcome", outcome))...)
+		}
+		activity := func(outcome string, kv ...attribute.KeyValue) attribute.Set {
+			return attribute.NewSet(append(kv, attribute.String("latchkey.activity.type", "Charge"), attribute.String("latchkey.outcome", outcome))...)
 		}
 		et := attribute.String
 		hist := func(name, desc string, sets ...attribute.Set) metricdata.Metrics {
@@ -156,6 +162,8 @@ func TestContract(t *testing.T) {
 				stock("atomic", "failed", et("error.type", "database"))),
 			sum("latchkey.stock.optimistic.retries", "Optimistic deduction attempts lost to concurrent writers and retried or given up.", "{retry}", true,
 				attribute.NewSet(attribute.String("latchkey.stock.strategy", "optimistic"))),
+			sum("latchkey.activity.locks", "Keyed Temporal activity executions (temporallock), by activity type and outcome.", "{execution}", true,
+				activity("ran"), activity("busy"), activity("lost", et("error.type", "lost"))),
 		}
 		got := tel.collect(t)
 		if len(got) != len(want) {
@@ -225,6 +233,7 @@ func generate(t *testing.T, tel *telemetry) {
 
 	generateHTTP(t, tel)
 	generateStock(t, tel)
+	generateActivity(t, tel)
 }
 
 // stockKeys are the attribute keys of every latchkey.stock.deduct span.

@@ -21,6 +21,7 @@ type instruments struct {
 	dailyClaims  metric.Int64Counter
 	stockDeducts metric.Int64Counter
 	stockRetries metric.Int64Counter
+	activityLock metric.Int64Counter
 }
 
 // newInstruments creates the instruments on m. An instrument that cannot
@@ -59,6 +60,9 @@ func newInstruments(m metric.Meter) instruments {
 	handle(err)
 	in.stockRetries, err = m.Int64Counter(metricStockRetries, metric.WithUnit("{retry}"),
 		metric.WithDescription("Optimistic deduction attempts lost to concurrent writers and retried or given up."))
+	handle(err)
+	in.activityLock, err = m.Int64Counter(metricActivityLock, metric.WithUnit("{execution}"),
+		metric.WithDescription("Keyed Temporal activity executions (temporallock), by activity type and outcome."))
 	handle(err)
 	return in
 }
@@ -141,6 +145,7 @@ const (
 	seriesDailyClaims
 	seriesStockDeducts
 	seriesStockRetries
+	seriesActivityLock
 )
 
 // lockAttrs builds the attributes of a lock metric series.

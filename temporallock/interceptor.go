@@ -81,7 +81,7 @@ type activityInbound struct {
 	ic *Interceptor
 }
 
-func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (res any, err error) {
 	ic := a.ic
 	info := activity.GetInfo(ctx)
 	if ic.err != nil {
@@ -91,12 +91,39 @@ func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.E
 	if !ok {
 		return a.Next.ExecuteActivity(ctx, in)
 	}
+	if o := ic.cfg.observer; o != nil {
+		octx, end := o.ActivityLockStart(ctx, info.ActivityType.Name)
+		if octx != nil {
+			ctx = octx
+		}
+		if end != nil {
+			var h *core.Lock
+			defer func() {
+				var fence int64
+				if h != nil {
+					fence = h.Fence()
+				}
+				end(outcomeOf(h != nil, err), fence, err)
+			}()
+			return a.locked(ctx, in, info, key, &h)
+		}
+	}
+	return a.locked(ctx, in, info, key, nil)
+}
+
+// locked runs the keyed activity under its lock; it stores the held lock
+// in *held, if held is not nil, once it has it.
+func (a *activityInbound) locked(ctx context.Context, in *interceptor.ExecuteActivityInput, info activity.Info, key string, held **core.Lock) (any, error) {
+	ic := a.ic
 	if err := validKey(key); err != nil {
 		return nil, appError(ErrTypeInvalidKey, "activity "+info.ActivityType.Name+" not run", err)
 	}
 	h, err := ic.acquire(ctx, info, KeyPrefix+key)
 	if err != nil {
 		return nil, err
+	}
+	if held != nil {
+		*held = h
 	}
 	return ic.run(ctx, info, h, func(ctx context.Context) (any, error) {
 		return a.Next.ExecuteActivity(ctx, in)

@@ -58,6 +58,7 @@ type config struct {
 	wait     time.Duration
 	failFast bool
 	lockOpts []core.LockOption
+	observer Observer
 	err      error // the first invalid option
 }
 
