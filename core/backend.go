@@ -42,8 +42,7 @@ const (
 
 // acquireResult is the outcome of one acquisition attempt.
 type acquireResult struct {
-	acquired  bool          // the lease is ours
-	reentered bool          // it was already ours (same token)
+	acquired  bool          // the lease is ours (new, or re-entered with the same token)
 	fence     int64         // the lease's fence, when acquired
 	holderTTL time.Duration // the holder's remaining TTL, when held (<0: unknown)
 	validity  time.Duration // how long the lease is safe to rely on (0: its TTL)

@@ -127,7 +127,7 @@ func (m *memoryBackend) acquire(_ context.Context, n names, token, value string,
 			}
 			ml.expires = now.Add(ttl)
 			m.leases[n.lease] = ml
-			return acquireResult{acquired: true, reentered: true, fence: m.fences[n.fence]}, nil
+			return acquireResult{acquired: true, fence: m.fences[n.fence]}, nil
 		}
 		if fair && enqueue {
 			m.enqueue(n, token, now)

@@ -184,11 +184,8 @@ func parseAcquire(v []int64) (acquireResult, error) {
 	if len(v) != 2 {
 		return acquireResult{}, fmt.Errorf("core: unexpected acquire reply %v", v)
 	}
-	switch v[0] {
-	case 1:
+	if v[0] == 1 || v[0] == 2 { // acquired, or re-entered with the same token
 		return acquireResult{acquired: true, fence: v[1]}, nil
-	case 2:
-		return acquireResult{acquired: true, reentered: true, fence: v[1]}, nil
 	}
 	ttl := time.Duration(v[1]) * time.Millisecond
 	if v[1] < 0 {
