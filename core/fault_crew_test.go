@@ -188,6 +188,16 @@ func waitReachable(t *testing.T, rdb *redis.Client) {
 // goroutine running. Call it first, so that its cleanup runs last. It
 // allows a few seconds: a go-redis pool that failed to dial keeps a probe
 // goroutine that notices the pool's Close only after its 1 s sleep.
+// faultTest opens a fault-injection test: skipped under -short (make test),
+// run by make ci, with its own goroutine-leak check.
+func faultTest(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("fault-injection suite: run without -short")
+	}
+	noLeaks(t)
+}
+
 func noLeaks(t *testing.T) {
 	opt := goleak.IgnoreCurrent()
 	t.Cleanup(func() {

@@ -365,3 +365,12 @@ func closed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// mustBite summarises the run and fails the test if no stale write was
+// rejected — the scenario did not produce the overlap it is there to show.
+func (r *faultRun) mustBite(t *testing.T, what string) {
+	t.Helper()
+	if n := r.summary(); n.violations == 0 || n.rejected == 0 {
+		t.Errorf("%s: the scenario did not bite", what)
+	}
+}

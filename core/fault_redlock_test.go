@@ -27,10 +27,7 @@ import (
 // late write. Finally too few nodes remain: a holder loses its lease and a
 // new acquisition fails, each with a QuorumError naming the dead nodes.
 func TestFaultRedlockNodes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault-injection suite: run without -short")
-	}
-	noLeaks(t)
+	faultTest(t)
 	var srvs []*redistest.Server
 	for range 5 {
 		srvs = append(srvs, redistest.StartServer(t))
@@ -131,10 +128,7 @@ func TestFaultRedlockNodes(t *testing.T) {
 	holder.Close()
 	victim.Close()
 
-	n := r.summary()
-	if n.violations == 0 || n.rejected == 0 {
-		t.Errorf("the majority restart did not let a second client in: the scenario did not bite")
-	}
+	r.mustBite(t, "the majority restart did not let a second client in")
 }
 
 // Redlock over three miniredis nodes whose clocks run with real time. One
@@ -144,10 +138,7 @@ func TestFaultRedlockNodes(t *testing.T) {
 // second client counts a majority while the victim still holds; only the
 // fence stops the victim's late write, and its renewal tells it.
 func TestFaultRedlockClockJump(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault-injection suite: run without -short")
-	}
-	noLeaks(t)
+	faultTest(t)
 	var mrs []*miniredis.Miniredis
 	for range 3 {
 		mr := miniredis.RunT(t)
@@ -252,10 +243,7 @@ func TestFaultRedlockClockJump(t *testing.T) {
 
 	cr.stop()
 	victim.Close()
-	n := r.summary()
-	if n.violations == 0 || n.rejected == 0 {
-		t.Errorf("two clock jumps did not let a second client in: the scenario did not bite")
-	}
+	r.mustBite(t, "two clock jumps did not let a second client in")
 }
 
 // Redlock: a holder whose lease another client took over on a majority of
@@ -265,10 +253,7 @@ func TestFaultRedlockClockJump(t *testing.T) {
 // renewal during the test), two nodes' clocks jump, a second client takes
 // the key, the first releases.
 func TestFaultRedlockReleaseAfterTakeover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault-injection suite: run without -short")
-	}
-	noLeaks(t)
+	faultTest(t)
 	var mrs []*miniredis.Miniredis
 	var nodes []redis.UniversalClient
 	for range 3 {
@@ -344,10 +329,7 @@ func TestFaultRedlockReleaseAfterTakeover(t *testing.T) {
 // answer within ..."). Node 0's counter is ahead, so the winners disagree
 // and the fence is written back; nodes 1 and 2 answer that write slowly.
 func TestFaultRedlockSlowFenceWriteBack(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault-injection suite: run without -short")
-	}
-	noLeaks(t)
+	faultTest(t)
 	var mrs []*miniredis.Miniredis
 	var nodes []redis.UniversalClient
 	for range 3 {

@@ -31,10 +31,7 @@ import (
 // worker took the key and wrote. The fence must stop the late write, and the
 // holder's Lost must have closed, naming the expiry.
 func TestFaultPausedHolder(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault-injection suite: run without -short")
-	}
-	noLeaks(t)
+	faultTest(t)
 	srv := redistest.StartServer(t)
 	r := newFaultRun(t, "paused holder")
 	const ttl = 250 * time.Millisecond
@@ -61,11 +58,8 @@ func TestFaultPausedHolder(t *testing.T) {
 		}
 	}, core.WithTTL(ttl), core.WithAutoRenew(false))
 	cr.wait()
-	n := r.summary()
 	t.Logf("paused holder: %d pauses past the TTL, %d of them superseded before writing", pauses.Load(), late.Load())
-	if n.violations == 0 || n.rejected == 0 {
-		t.Errorf("no paused holder was superseded: the scenario did not bite")
-	}
+	r.mustBite(t, "no paused holder was superseded")
 }
 
 // Redis is killed and restarted empty (no persistence) three times while
@@ -74,10 +68,7 @@ func TestFaultPausedHolder(t *testing.T) {
 // from the server clock), the register must keep accepting writes after
 // the restarts, and a holder whose write is rejected must have been told.
 func TestFaultRedisRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault-injection suite: run without -short")
-	}
-	noLeaks(t)
+	faultTest(t)
 	srv := redistest.StartServer(t)
 	r := newFaultRun(t, "redis restart")
 	var clients []*core.Client
@@ -113,9 +104,7 @@ func TestFaultRedisRestart(t *testing.T) {
 // Err (or, under Do, its callback's context cause and Do's error) must name
 // the renewal failure and its cause. Round 0 uses Lock/Release, round 1 Do.
 func TestFaultSuspendedClient(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault-injection suite: run without -short")
-	}
+	faultTest(t)
 	isTimeout := func(err error) bool { return causeOf(err) == "timeout" }
 	isDisconnect := func(err error) bool {
 		switch causeOf(err) {
@@ -208,10 +197,7 @@ func TestFaultSuspendedClient(t *testing.T) {
 
 			cr.stop()
 			victim.Close()
-			n := r.summary()
-			if n.violations == 0 || n.rejected == 0 {
-				t.Errorf("the suspended holder was never superseded: the scenario did not bite")
-			}
+			r.mustBite(t, "the suspended holder was never superseded")
 		})
 	}
 }
@@ -221,10 +207,7 @@ func TestFaultSuspendedClient(t *testing.T) {
 // black-holes them past the TTL or adds a latency spike. Nothing is
 // scripted: the invariants must hold whatever interleaving comes out.
 func TestFaultFlakyNetwork(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault-injection suite: run without -short")
-	}
-	noLeaks(t)
+	faultTest(t)
 	srv := redistest.StartServer(t)
 	r := newFaultRun(t, "flaky network")
 	var proxies []*faultProxy
@@ -287,9 +270,7 @@ func TestFaultFlakyNetwork(t *testing.T) {
 // renewal. Bound: Lost() closes within the TTL plus one second of the
 // acquisition. Rows differ in the go-redis options of the holder's client.
 func TestFaultLossReportedAtExpiry(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault-injection suite: run without -short")
-	}
+	faultTest(t)
 	for _, tc := range []struct {
 		name     string
 		opts     redis.Options
@@ -335,9 +316,7 @@ func TestFaultLossReportedAtExpiry(t *testing.T) {
 // name that cause, not only the deadline its renewals ran into. Rows differ
 // in the go-redis retry options of the holder's client.
 func TestFaultRenewalNamesCause(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault-injection suite: run without -short")
-	}
+	faultTest(t)
 	// Each renewal attempt gets a third of the time the lease has left; the
 	// cause shows when that outlasts the Redis client's own retries. With
 	// go-redis's defaults (3 command retries, each dialing 5 times 100 ms
