@@ -50,8 +50,10 @@ readme-check:
 	awk '/^```go$$/{f=1;next} /^```$$/{if(f)exit} f' README.md > .readme-check/main.go && \
 	$(GO) build -o /dev/null ./.readme-check && rm -rf .readme-check && echo "README quick start compiles"
 
-## lint: vet plus gofmt (no external linter is installed by this repository)
+## lint: vet, gofmt and staticcheck (pinned; fetched through the module proxy)
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint: vet fmt-check
+	$(GO) run $(STATICCHECK) ./...
 
 ## bench: core micro-benchmarks and the peer comparison (needs Redis)
 bench:

@@ -188,18 +188,6 @@ func sameBytes(t *testing.T, what string, got, want []byte) {
 	}
 }
 
-// eventually polls cond until it holds, failing after a generous bound.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // deadRedis returns a client of a Redis that is gone, failing fast.
 func deadRedis(t *testing.T) *redis.Client {
 	t.Helper()

@@ -107,7 +107,7 @@ func TestCronRun(t *testing.T) {
 				t.Errorf("run duration present = %v", ok)
 			}
 			if f, ok := a["latchkey.lock.fence"]; ok != tt.ranLocks || ok && f.AsInt64() <= 0 {
-				t.Errorf("fence %v (present %v)", f.Emit(), ok)
+				t.Errorf("fence %v (present %v)", f.String(), ok)
 			}
 			if tt.ranLocks {
 				checkSpan(t, tel.span(t, "latchkey.acquire"), run.SpanContext(), codes.Unset, name.String("cron"))

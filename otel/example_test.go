@@ -38,7 +38,7 @@ func printSpans(sr *tracetest.SpanRecorder) {
 		for _, kv := range s.Attributes() {
 			switch kv.Key {
 			case "latchkey.outcome", "latchkey.lock.name", "latchkey.cron.job", "latchkey.http.scope", "error.type":
-				line = append(line, string(kv.Key)+"="+kv.Value.Emit())
+				line = append(line, string(kv.Key)+"="+kv.Value.String())
 			}
 		}
 		if p, ok := names[s.Parent().SpanID().String()]; ok {
@@ -178,7 +178,7 @@ func ExampleWithKeyAttribute() {
 	h.Release(context.Background())
 	for _, kv := range sr.Ended()[0].Attributes() {
 		if kv.Key == "latchkey.lock.key_hash" || kv.Key == "shard" {
-			fmt.Println(kv.Key, kv.Value.Emit())
+			fmt.Println(kv.Key, kv.Value.String())
 		}
 	}
 	// Output:
@@ -226,7 +226,7 @@ func printCounters(reader sdkmetric.Reader, names ...string) {
 		for _, p := range sum.DataPoints {
 			var kv []string
 			for _, a := range p.Attributes.ToSlice() {
-				kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+				kv = append(kv, string(a.Key)+"="+a.Value.String())
 			}
 			lines = append(lines, fmt.Sprintf("%s{%s} %d", m.Name, strings.Join(kv, ","), p.Value))
 		}

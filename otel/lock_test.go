@@ -55,7 +55,7 @@ func TestDoSpans(t *testing.T) {
 		t.Errorf("acquire span has no wait duration: %v", acq[0].Attributes())
 	}
 	if held, ok := attrs(rel[1])["latchkey.lock.held.duration"]; !ok || held.AsFloat64() <= 0 {
-		t.Errorf("release span held duration %v", held.Emit())
+		t.Errorf("release span held duration %v", held.String())
 	}
 	for _, s := range tel.sr.Ended() {
 		for _, kv := range s.Attributes() {
@@ -141,10 +141,10 @@ func TestAcquireOutcomes(t *testing.T) {
 				}
 				got, has := ps[0].attrs.Value(errType)
 				if has != (tt.errType != "") || (has && got.AsString() != tt.errType) {
-					t.Errorf("%s: error.type %q (present %v), want %q", metric, got.Emit(), has, tt.errType)
+					t.Errorf("%s: error.type %q (present %v), want %q", metric, got.String(), has, tt.errType)
 				}
 				if o, _ := ps[0].attrs.Value(outcome); o.AsString() != tt.outcome {
-					t.Errorf("%s: outcome %q", metric, o.Emit())
+					t.Errorf("%s: outcome %q", metric, o.String())
 				}
 			}
 			if got := tel.value(t, "latchkey.lock.held.count"); got != 0 {

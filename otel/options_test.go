@@ -52,7 +52,7 @@ func TestCardinality(t *testing.T) {
 		}
 		for _, p := range ps {
 			if v, _ := p.attrs.Value(name); v.AsString() != "sku" {
-				t.Errorf("%s: lock name %q", m.Name, v.Emit())
+				t.Errorf("%s: lock name %q", m.Name, v.String())
 			}
 		}
 	}

@@ -186,7 +186,7 @@ func checkSpan(t *testing.T, s sdktrace.ReadOnlySpan, parent trace.SpanContext, 
 	got := attrs(s)
 	for _, kv := range want {
 		if got[kv.Key] != kv.Value {
-			t.Errorf("%s: %s = %v, want %v", s.Name(), kv.Key, got[kv.Key].Emit(), kv.Value.Emit())
+			t.Errorf("%s: %s = %v, want %v", s.Name(), kv.Key, got[kv.Key].String(), kv.Value.String())
 		}
 	}
 	if _, hasErr := got["error.type"]; hasErr != (status == codes.Error) {

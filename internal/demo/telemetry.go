@@ -85,7 +85,7 @@ func printMetrics(ctx context.Context, reader metric.Reader) {
 func labels(s attribute.Set) string {
 	var out []string
 	for _, kv := range s.ToSlice() {
-		out = append(out, string(kv.Key)+"="+kv.Value.Emit())
+		out = append(out, string(kv.Key)+"="+kv.Value.String())
 	}
 	return strings.Join(out, ",")
 }
