@@ -45,17 +45,32 @@ type acquireResult struct {
 	acquired  bool          // the lease is ours (new, or re-entered with the same token)
 	fence     int64         // the lease's fence, when acquired
 	holderTTL time.Duration // the holder's remaining TTL, when held (<0: unknown)
-	validity  time.Duration // how long the lease is safe to rely on (0: its TTL)
 }
 
-// extendReq is one renewal in a batch; the backend fills ok and err.
+// extendReq is one renewal in a batch; the backend fills the rest. An
+// extension never shortens a lease: the expiry becomes the later of the
+// current one and ttl from now.
 type extendReq struct {
 	n     names
 	token string
 	ttl   time.Duration
-	ok    bool // extended
-	gone  bool // not extended: no lease at all (not another owner's)
+	ok    bool          // extended (or already longer)
+	left  time.Duration // when ok: the time the lease had left when the server answered
+	gone  bool          // not extended: no lease at all (not another owner's)
+	heal  []int         // when ok, Redlock: the nodes that had lost the lease
 	err   error
+}
+
+// A sharder tells which server stores a key, so that renewals are batched
+// per server and a slow one holds up only its own leases.
+type sharder interface {
+	shard(ctx context.Context, key string) string
+}
+
+// A healer re-creates a confirmed lease on the nodes that had lost it
+// (Redlock). The Client calls it only while the lease is not released.
+type healer interface {
+	heal(ctx context.Context, n names, token string, ttl time.Duration, nodes []int)
 }
 
 // A backend stores leases. All methods are safe for concurrent use.
@@ -66,7 +81,9 @@ type backend interface {
 	// extend renews every request, pipelined where the store allows.
 	extend(ctx context.Context, reqs []extendReq)
 	// release deletes the lease if token holds it (granting it to the
-	// first fair waiter, if any), or else removes token from the fair queue.
+	// first fair waiter, if any, and announcing the release on the lease's
+	// channel with a payload unique to this release), or else removes
+	// token from the fair queue.
 	release(ctx context.Context, n names, token string) (bool, error)
 	inspect(ctx context.Context, n names) (Info, error)
 	// subscribe asks for release notifications on channel; the backend

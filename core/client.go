@@ -72,6 +72,9 @@ func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (se
 	if s.ttl < time.Millisecond {
 		return settings{}, fmt.Errorf("%w: %v (want at least 1ms)", ErrInvalidTTL, s.ttl)
 	}
+	if s.margin >= s.ttl {
+		return settings{}, fmt.Errorf("%w: drift margin %v is not below the ttl %v", ErrInvalidOption, s.margin, s.ttl)
+	}
 	if err := ctx.Err(); err != nil {
 		return settings{}, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, context.Cause(ctx))
 	}
@@ -250,15 +253,11 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 	if !r.acquired {
 		return nil, r.holderTTL, nil
 	}
-	validity := s.ttl
-	if r.validity > 0 {
-		validity = r.validity
-	}
 	l := &lease{
-		c: c, key: key, n: n, token: tok, fence: r.fence,
-		start: start, ttl: s.ttl, autoRenew: s.autoRenew, expires: start.Add(validity), holds: 1, idx: -1,
+		c: c, key: key, n: n, token: tok, fence: r.fence, start: start,
+		ttl: s.ttl, margin: s.margin, autoRenew: s.autoRenew, holds: 1, idx: -1,
 	}
-	if !c.wd.schedule(l, nextDue(l, start)) { // closed meanwhile
+	if !c.wd.add(l) { // closed meanwhile
 		c.releaseQuietly(context.WithoutCancel(ctx), l)
 		return nil, 0, ErrClosed
 	}
@@ -316,12 +315,15 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 	return info, nil
 }
 
-// Close stops the Client: waits end with ErrClosed, the renewal goroutine
-// and the notification subscription stop, and the leases still held are
-// reported lost (the Client no longer keeps them). Auto-renewed ones are
-// released (best effort, bounded); those taken with WithAutoRenew(false)
-// stay on the server for the TTL their holder chose. It does not close the
-// Redis clients given to the constructor. Calling Close again does nothing.
+// Close stops the Client: waits end with ErrClosed, renewals stop, the
+// notification subscription ends, and every lease still held is reported
+// lost at once (Lost closes; under Do the callback's context is cancelled)
+// wherever its renewal is. Auto-renewed leases are then released (best
+// effort, bounded); those taken with WithAutoRenew(false) stay on the
+// server for the TTL their holder chose. Release and Extend of a lease
+// taken before Close return an error matching ErrClosed. Close does not
+// close the Redis clients given to the constructor. Calling it again does
+// nothing.
 func (c *Client) Close() error {
 	if c.cfg.err != nil && c.be == nil {
 		return nil
@@ -330,14 +332,20 @@ func (c *Client) Close() error {
 		close(c.done)
 		kept := c.wd.shutdown()
 		c.nt.close()
+		for _, l := range kept {
+			l.mu.Lock()
+			l.closed = true
+			l.mu.Unlock()
+			l.markLost(lostError(l.key, ErrClosed))
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		for _, l := range kept {
-			l.markLost(lostError(l.key, ErrClosed))
 			if l.autoRenew { // a lease without renewal keeps the TTL its holder chose
 				c.releaseQuietly(ctx, l)
 			}
 		}
+		c.wd.wait()
 		c.be.close()
 	})
 	return nil

@@ -24,7 +24,8 @@ var (
 	// reason), and Do returns an error matching it.
 	ErrLost = errors.New("core: lock lost")
 
-	// ErrInvalidKey: the key is empty or longer than MaxKeyLen bytes.
+	// ErrInvalidKey: the key is empty, longer than MaxKeyLen bytes, or
+	// starts with '}' (which would break the Redis Cluster hash tag).
 	ErrInvalidKey = errors.New("core: invalid key")
 
 	// ErrInvalidTTL: a TTL under one millisecond.

@@ -7,32 +7,6 @@ import (
 	"time"
 )
 
-// A lease is one acquisition of a key, shared by the handles that re-enter it.
-type lease struct {
-	c     *Client
-	key   string
-	n     names
-	token string
-	fence int64
-	start time.Time // when it was acquired
-
-	mu        sync.Mutex
-	ttl       time.Duration
-	autoRenew bool
-	expires   time.Time // local, conservative: measured from before the request
-	holds     int       // handles not yet released
-	released  bool
-	renewErr  error         // the failure of the renewals since the last success
-	lostErr   error         // non-nil once lost
-	lostCh    chan struct{} // made on demand; closed when lost
-	signaled  bool          // lostCh is (to be) closed
-	onLost    []func(error) // called once when lost (Do's cancel)
-
-	// watchdog bookkeeping, guarded by watchdog.mu
-	due time.Time
-	idx int // heap index, -1 when not scheduled
-}
-
 // A Lock is a handle on a held lease. Its methods are safe for concurrent
 // use. A handle obtained by re-entering (a nested TryLock/Lock/Do on a
 // context that carries the lease) shares the lease; releasing it only drops
@@ -62,9 +36,12 @@ func (h *Lock) Token() string { return h.l.token }
 func (h *Lock) Fence() int64 { return h.l.fence }
 
 // Lost returns a channel that is closed when the lease is lost: renewal
-// found another owner or no lease, renewal failed until the lease expired,
-// the TTL passed without renewal (WithAutoRenew(false)), or the Client was
-// closed. It is never closed by a normal Release.
+// found another owner or no lease, no renewal was confirmed before the
+// lease's belief deadline, the TTL passed without renewal
+// (WithAutoRenew(false)), or the Client was closed. It closes no later than
+// the moment the server could let anyone else take the key (less the drift
+// margin; see WithDriftMargin), whatever the network or the server is
+// doing. It is never closed by a normal Release.
 func (h *Lock) Lost() <-chan struct{} {
 	l := h.l
 	l.mu.Lock()
@@ -93,10 +70,15 @@ func (h *Lock) WithContext(ctx context.Context) context.Context {
 	return h.l.c.bind(ctx, h.l)
 }
 
-// Extend sets the lease to expire ttl from now, if this handle's lease
-// still holds the key; later renewals use the new ttl. It returns
-// ErrNotHeld (and the lease counts as lost) when the lease is gone or held
-// by someone else, and ErrInvalidTTL for a ttl under one millisecond.
+// Extend makes the lease last at least ttl from now, if this handle's
+// lease still holds the key, and later renewals ask for ttl. It never
+// shortens the lease: when the lease already has more than ttl left, only
+// the renewal period changes (a lease's expiry never moves backwards, so a
+// renewal racing an Extend cannot cut it short behind the holder's back).
+// It returns ErrNotHeld (and the lease counts as lost) when the lease is
+// gone or held by someone else, ErrClosed after Client.Close, and
+// ErrInvalidTTL for a ttl under one millisecond. A failed call leaves the
+// lease and its deadline as they were.
 func (h *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < time.Millisecond {
 		return fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
@@ -105,7 +87,7 @@ func (h *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	released := h.released
 	h.mu.Unlock()
 	if released {
-		return fmt.Errorf("%w: %q: handle released", ErrNotHeld, h.l.key)
+		return fmt.Errorf("%w: %q: this handle was released", ErrNotHeld, h.l.key)
 	}
 	return h.l.c.extend(ctx, h.l, ttl)
 }
@@ -114,8 +96,9 @@ func (h *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // (with ctx's values, a short timeout and no cancellation), so a cancelled
 // request never strands a lease until its TTL. It is idempotent: later calls
 // return the first call's result. It returns ErrNotHeld when the lease had
-// already expired or been taken over; the new owner is not disturbed.
-// Releasing a re-entered handle only drops its hold.
+// already expired or been taken over (the new owner is not disturbed), and
+// ErrClosed when Client.Close gave the lease up first. Releasing a
+// re-entered handle only drops its hold.
 func (h *Lock) Release(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -127,45 +110,3 @@ func (h *Lock) Release(ctx context.Context) error {
 	return h.relErr
 }
 
-// markLost records the loss of l once and tells everyone who asked.
-func (l *lease) markLost(cause error) {
-	l.mu.Lock()
-	if l.released || l.lostErr != nil {
-		l.mu.Unlock()
-		return
-	}
-	l.lostErr = cause
-	fns := l.onLost
-	l.onLost = nil
-	l.mu.Unlock()
-	// The observer hears of it first, so that a holder woken by Lost sees
-	// the loss already recorded in its trace.
-	if obs := l.c.cfg.observer; obs != nil {
-		obs.LeaseLost(l.key, l.fence, time.Since(l.start), cause)
-	}
-	l.mu.Lock()
-	l.signaled = true
-	if l.lostCh != nil {
-		close(l.lostCh)
-	}
-	l.mu.Unlock()
-	for _, f := range fns {
-		f(cause)
-	}
-}
-
-// notifyLost calls f when l is lost (at once if it already is).
-func (l *lease) notifyLost(f func(error)) {
-	l.mu.Lock()
-	if err := l.lostErr; err != nil {
-		l.mu.Unlock()
-		f(err)
-		return
-	}
-	l.onLost = append(l.onLost, f)
-	l.mu.Unlock()
-}
-
-func lostError(key string, reason error) error {
-	return fmt.Errorf("%w: %q: %w", ErrLost, key, reason)
-}

@@ -125,7 +125,9 @@ func (m *memoryBackend) acquire(_ context.Context, n names, token, value string,
 				ml.value = value
 				m.leaveQueue(n, token)
 			}
-			ml.expires = now.Add(ttl)
+			if e := now.Add(ttl); e.After(ml.expires) { // never shorter than it was
+				ml.expires = e
+			}
 			m.leases[n.lease] = ml
 			return acquireResult{acquired: true, fence: m.fences[n.fence]}, nil
 		}
@@ -173,9 +175,11 @@ func (m *memoryBackend) extend(_ context.Context, reqs []extendReq) {
 		case !ok:
 			r.gone = true
 		case owns(ml.value, r.token):
-			ml.expires = now.Add(r.ttl)
+			if e := now.Add(r.ttl); e.After(ml.expires) { // never shorter than it was
+				ml.expires = e
+			}
 			m.leases[r.n.lease] = ml
-			r.ok = true
+			r.ok, r.left = true, ml.expires.Sub(now)
 		}
 	}
 }
@@ -190,7 +194,7 @@ func (m *memoryBackend) release(_ context.Context, n names, token string) (bool,
 		return false, nil
 	}
 	delete(m.leases, n.lease)
-	payload := "r:" + token
+	payload := "r:" + releaseNonce()
 	if q := m.queue(n, now); q != nil { // grant to the first fair waiter
 		head := q.order[0]
 		m.leaveQueue(n, head)

@@ -30,8 +30,9 @@ type subscriber interface {
 
 type channelState struct {
 	waiters    []*waiter // in arrival order
-	last       string    // the last release notification delivered
-	lastAt     time.Time
+	recent     [4]string // the last release notifications delivered (Redlock dedup)
+	recentAt   [4]time.Time
+	nextRecent int
 	subscribed bool          // SUBSCRIBE sent
 	ready      chan struct{} // closed once the subscription is confirmed
 	idleSince  time.Time     // when waiters became empty
@@ -70,13 +71,12 @@ func (n *notifier) join(ctx context.Context, channel, token string) *waiter {
 	n.mu.Unlock()
 
 	if send {
+		// A failed SUBSCRIBE still counts as subscribed: the client keeps
+		// the channel and subscribes it again when it reconnects (then
+		// confirm closes ready), and sweep unsubscribes it when idle, so
+		// the notifier's subscriptions always equal the client's. This
+		// waiter meanwhile relies on its fallback timer.
 		if err := n.sub.subscribe(ctx, channel); err != nil {
-			// Let the next waiter try again; this one falls back to timers.
-			n.mu.Lock()
-			if n.chans[channel] == cs {
-				cs.subscribed = false
-			}
-			n.mu.Unlock()
 			return w
 		}
 	}
@@ -140,8 +140,10 @@ func (n *notifier) confirm(channel string) {
 const grantPrefix = "g:"
 
 // deliver handles a notification on channel: a grant wakes its grantee (if
-// it waits here); a plain release ("r:<releaser's token>") wakes one
-// waiter. A repeat of the last notification within a second is dropped.
+// it waits here); a plain release ("r:<nonce>") wakes one waiter. Every
+// release carries a nonce of its own, and Redlock's nodes publish one
+// release with the same nonce: a payload seen in the last second is that
+// same release again, and dropped. Two releases never look alike.
 func (n *notifier) deliver(channel, payload string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -149,13 +151,6 @@ func (n *notifier) deliver(channel, payload string) {
 	if cs == nil {
 		return
 	}
-	// A release is published by every node that held the lease (Redlock):
-	// one wake-up per release is enough.
-	now := time.Now()
-	if payload == cs.last && now.Sub(cs.lastAt) < time.Second {
-		return
-	}
-	cs.last, cs.lastAt = payload, now
 	if tok, ok := strings.CutPrefix(payload, grantPrefix); ok {
 		for _, w := range cs.waiters {
 			if w.token == tok {
@@ -168,6 +163,14 @@ func (n *notifier) deliver(channel, payload string) {
 		}
 		return
 	}
+	now := time.Now()
+	for i, p := range cs.recent {
+		if p == payload && now.Sub(cs.recentAt[i]) < time.Second {
+			return
+		}
+	}
+	cs.recent[cs.nextRecent], cs.recentAt[cs.nextRecent] = payload, now
+	cs.nextRecent = (cs.nextRecent + 1) % len(cs.recent)
 	cs.wakeOne()
 }
 

@@ -49,11 +49,12 @@ type settings struct {
 	metadata    string
 	token       string
 	fair        bool
-	err         error // the first invalid option
+	margin      time.Duration // WithDriftMargin; -1: the default, per interval
+	err         error         // the first invalid option
 }
 
 func defaultSettings() settings {
-	return settings{ttl: DefaultTTL, autoRenew: true, retryBudget: -1}
+	return settings{ttl: DefaultTTL, autoRenew: true, retryBudget: -1, margin: -1}
 }
 
 func (s *settings) fail(format string, args ...any) {
@@ -95,6 +96,25 @@ func WithTTL(ttl time.Duration) SharedOption {
 // when that expiry passes.
 func WithAutoRenew(on bool) SharedOption {
 	return sharedOption(func(s *settings) { s.autoRenew = on })
+}
+
+// WithDriftMargin sets how much earlier than the server's expiry the holder
+// stops believing it holds a lease. A lease's belief deadline is the send
+// time of the last write the server confirmed (the acquisition, a renewal,
+// an Extend) plus the time the server gave the lease then, minus this
+// margin; Lock.Lost closes at that deadline. The margin covers the holder's
+// clock running slower than the server's. Default: 1% of each confirmed
+// interval plus 2 ms, at most a tenth of it (for the default 30 s TTL,
+// 302 ms). The margin must be below the TTL; a negative one is an
+// ErrInvalidOption. A process paused for longer than the margin can still
+// act on a lease it no longer holds: that is what fences are for.
+func WithDriftMargin(d time.Duration) SharedOption {
+	return sharedOption(func(s *settings) {
+		if d < 0 {
+			s.fail("negative drift margin %v", d)
+		}
+		s.margin = d
+	})
 }
 
 // WithWaitTimeout bounds how long Lock and Do wait for a held key (default 0:
@@ -212,12 +232,22 @@ func validToken(tok string) bool {
 	return true
 }
 
+// validKey applies the key rule: 1 to MaxKeyLen bytes, not starting with
+// '}'. A key is stored inside the hash tag "{<key>}", and Redis Cluster
+// takes the tag to end at the first '}': a leading '}' would leave an empty
+// tag, the lease and its fence counter in different slots, and every
+// script failing with CROSSSLOT. Any other byte is fine; a '}' later in the
+// key only shortens the tag (keys that share the bytes before it share a
+// slot), which is harmless.
 func validKey(key string) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", ErrInvalidKey)
 	}
 	if len(key) > MaxKeyLen {
 		return fmt.Errorf("%w: key is %d bytes, over %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	if key[0] == '}' {
+		return fmt.Errorf("%w: key %q starts with '}' (it would leave the Redis Cluster hash tag empty)", ErrInvalidKey, key)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"reflect"
 	"strconv"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 )
+
+var _ sharder = (*redisBackend)(nil)
 
 var (
 	//go:embed scripts/lib_owns.lua
@@ -236,15 +239,45 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 
 func (r *extendReq) keys() []string { return []string{r.n.lease} }
 
-// set records the extend script's reply: 1 extended, 0 another owner, -1 gone.
+// set records the extend script's reply: the lease's ms left (>= 1) when
+// extended, 0 another owner, -1 gone.
 func (r *extendReq) set(v int64, err error) {
-	r.ok, r.gone, r.err = err == nil && v == 1, err == nil && v == -1, err
+	r.ok, r.gone, r.err = err == nil && v >= 1, err == nil && v == -1, err
+	if r.ok {
+		r.left = time.Duration(v) * time.Millisecond
+	}
 }
 
 func (b *redisBackend) release(ctx context.Context, n names, token string) (bool, error) {
+	return b.releaseNonce(ctx, n, token, releaseNonce())
+}
+
+// releaseNonce is release with the nonce its notification carries.
+func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce string) (bool, error) {
 	v, err := releaseScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues},
-		token, claimArg, retentionArg).Int64()
+		token, claimArg, retentionArg, nonce).Int64()
 	return v == 1, err
+}
+
+// releaseNonce returns a value unique to one release (64 random bits).
+func releaseNonce() string {
+	return strconv.FormatUint(rand.Uint64(), 36)
+}
+
+// shard names the Cluster master that stores key ("" off Cluster, or when
+// the slot map cannot tell).
+func (b *redisBackend) shard(ctx context.Context, key string) string {
+	cc, ok := b.rdb.(*redis.ClusterClient)
+	if !ok {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	m, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return ""
+	}
+	return m.Options().Addr
 }
 
 func (b *redisBackend) inspect(ctx context.Context, n names) (Info, error) {
@@ -331,7 +364,12 @@ func (r *redisPubSub) subscribe(ctx context.Context, channel string) error {
 	}
 	ps := r.ps
 	r.mu.Unlock()
-	err := ps.Subscribe(ctx, channel)
+	// The subscription is shared by every waiter of the channel, so it is
+	// not bound to this waiter's ctx; go-redis records the channel even
+	// when the call fails, and subscribes it again on reconnecting.
+	sctx, cancel := context.WithTimeout(r.ctx, confirmWait)
+	defer cancel()
+	err := ps.Subscribe(sctx, channel)
 	if start {
 		go r.loop(ps)
 	}

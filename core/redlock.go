@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -100,6 +101,8 @@ func nodeName(i int, rdb redis.UniversalClient) string {
 	}
 	return fmt.Sprintf("node %d", i)
 }
+
+var _ healer = (*redlockBackend)(nil)
 
 // redlockBackend runs every operation on all nodes.
 type redlockBackend struct {
@@ -248,7 +251,7 @@ func (b *redlockBackend) acquire(ctx context.Context, n names, token, value stri
 			b.releaseAll(ctx, n, token)
 			return acquireResult{}, err
 		}
-		return acquireResult{acquired: true, fence: fence, validity: ttl - time.Since(start) - drift(ttl)}, nil
+		return acquireResult{acquired: true, fence: fence}, nil
 	}
 	failed = append(failed, unanswered...)
 	// Not ours: undo whatever was granted, on every node that may hold it
@@ -363,11 +366,12 @@ func (b *redlockBackend) releaseAll(ctx context.Context, n names, token string) 
 func (b *redlockBackend) releaseExcept(ctx context.Context, n names, token string, skip []bool) (released int, failed []nodeReply) {
 	b.settle(token)
 	ctx = context.WithoutCancel(ctx)
+	nonce := releaseNonce() // one release, one wake-up, however many nodes publish it
 	unanswered := b.fanout(ctx, 500*time.Millisecond, func(ctx context.Context, i int) nodeReply {
 		if skip != nil && skip[i] {
 			return nodeReply{}
 		}
-		ok, err := b.nodes[i].release(ctx, n, token)
+		ok, err := b.nodes[i].releaseNonce(ctx, n, token, nonce)
 		return nodeReply{ok: ok, err: err}
 	}, func(r nodeReply) bool {
 		if r.err != nil {
@@ -418,7 +422,7 @@ func (b *redlockBackend) extend(ctx context.Context, reqs []extendReq) {
 	elapsed := time.Since(start)
 	for k := range reqs {
 		r := &reqs[k]
-		ok := 0
+		var lefts []time.Duration
 		var gone []int
 		var failed []nodeReply
 		for i := range b.nodes {
@@ -431,15 +435,18 @@ func (b *redlockBackend) extend(ctx context.Context, reqs []extendReq) {
 			case nr.err != nil:
 				failed = append(failed, nodeReply{i: i, err: nr.err})
 			case nr.ok:
-				ok++
+				lefts = append(lefts, nr.left)
 			case nr.gone:
 				gone = append(gone, i)
 			}
 		}
+		ok := len(lefts)
 		switch {
 		case ok >= b.quorum && elapsed < r.ttl-drift(r.ttl):
-			r.ok = true
-			b.heal(ctx, *r, gone)
+			// The lease stands while a majority holds it: until the
+			// quorum-th longest of the confirmed expiries.
+			slices.Sort(lefts)
+			r.ok, r.left, r.heal = true, lefts[ok-b.quorum], gone
 		case ok+len(failed) >= b.quorum && len(failed) > 0:
 			r.err = b.quorumError("extend", ok, failed)
 		default:
@@ -449,11 +456,22 @@ func (b *redlockBackend) extend(ctx context.Context, reqs []extendReq) {
 }
 
 // heal re-creates a renewed lease on nodes that lost it (restarted empty),
-// only where the key is free.
-func (b *redlockBackend) heal(ctx context.Context, r extendReq, nodes []int) {
+// only where the key is free. The Client calls it only while the lease is
+// not released and holds the release back until heal returns (see
+// Client.heal), so heal waits for every call it sent, even one whose
+// context ended: a command already on the wire still lands.
+func (b *redlockBackend) heal(ctx context.Context, n names, token string, ttl time.Duration, nodes []int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeTimeout(ttl))
+	defer cancel()
+	var wg sync.WaitGroup
 	for _, i := range nodes {
-		b.nodes[i].rdb.SetNX(ctx, r.n.lease, r.token, r.ttl)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.nodes[i].rdb.SetNX(ctx, n.lease, token, ttl)
+		}()
 	}
+	wg.Wait()
 }
 
 func (b *redlockBackend) inspect(ctx context.Context, n names) (Info, error) {

@@ -9,24 +9,34 @@ import (
 	"time"
 )
 
-// The watchdog is the one goroutine per Client that keeps its leases: it
-// renews every auto-renewed lease at ttl/3 (all that are due in one
-// pipelined batch), retries a failed renewal while the lease still has time
-// left, and declares a lease lost when renewal finds it gone, when it runs
-// out of time, or — for a lease without auto-renewal — when its TTL passes.
-// It starts with the first lease and stops with Client.Close.
+// The watchdog keeps a Client's auto-renewed leases: it renews each at
+// ttl/3 and retries a failed renewal while the lease's deadline allows. Its
+// loop only schedules: every renewal runs in a goroutine of its own batch,
+// so no renewal ever waits on another, and the loss of a lease is declared
+// by the lease's own deadline timer (see lease), never by the loop.
+//
+// Renewals due together are batched (one pipeline per batch, grouped per
+// Cluster master, so a slow shard holds up only its own keys). A renewal
+// that fails, or gets no answer within a third of its lease's remaining
+// time, is given up on and retried alone, so that a lease whose commands
+// hang does not drag the others of its batch down with it. A late answer
+// to a renewal given up on still counts if it confirms the lease.
 type watchdog struct {
 	c *Client
 
+	ctx    context.Context // renewal calls; cancelled by shutdown
+	cancel context.CancelFunc
+
 	mu      sync.Mutex
-	h       leaseHeap
-	armedAt time.Time     // when the loop will look next (zero: idle, waits for a kick)
-	kick    chan struct{} // capacity 1: a lease is due before armedAt
+	h       leaseHeap           // auto-renewed leases waiting for their next renewal
+	live    map[*lease]struct{} // every lease not yet released (for Close)
+	armedAt time.Time           // when the loop will look next (zero: idle)
+	kick    chan struct{}       // capacity 1: a lease is due before armedAt
 	started bool
 	stopped bool
 	stop    chan struct{}
 	done    chan struct{}
-	calls   sync.WaitGroup // renewal calls still out
+	calls   sync.WaitGroup // renewal goroutines
 }
 
 // maxBatch bounds how many renewals go into one pipeline; batchWindow is how
@@ -38,25 +48,40 @@ const (
 
 func (w *watchdog) init(c *Client) {
 	w.c = c
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	w.live = make(map[*lease]struct{})
 	w.kick = make(chan struct{}, 1)
 	w.stop = make(chan struct{})
 	w.done = make(chan struct{})
 }
 
-// nextDue is when the watchdog must next look at l.
-func nextDue(l *lease, from time.Time) time.Time {
-	if !l.autoRenew {
-		return l.expires
+// add registers a new lease: its deadline timer starts, and an auto-renewed
+// one is scheduled for its first renewal. It reports false after shutdown.
+func (w *watchdog) add(l *lease) bool {
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return false
 	}
-	return from.Add(l.ttl / 3)
+	w.live[l] = struct{}{}
+	w.mu.Unlock()
+	l.arm()
+	if l.autoRenew {
+		return w.schedule(l, l.start.Add(l.ttl/3))
+	}
+	return true
 }
 
-// schedule (re)places l in the heap at due. It reports false after stop.
+// schedule (re)places l in the heap at due. It reports false after shutdown.
 func (w *watchdog) schedule(l *lease, due time.Time) bool {
 	w.mu.Lock()
 	if w.stopped {
 		w.mu.Unlock()
 		return false
+	}
+	if _, ok := w.live[l]; !ok { // released meanwhile
+		w.mu.Unlock()
+		return true
 	}
 	l.due = due
 	if l.idx >= 0 {
@@ -85,33 +110,40 @@ func (w *watchdog) schedule(l *lease, due time.Time) bool {
 	return true
 }
 
+// remove forgets a released lease.
 func (w *watchdog) remove(l *lease) {
 	w.mu.Lock()
+	delete(w.live, l)
 	if l.idx >= 0 {
 		heap.Remove(&w.h, l.idx)
 	}
 	w.mu.Unlock()
 }
 
-// shutdown stops the loop and returns the leases it still kept.
+// shutdown stops the loop, cancels the renewal calls and returns every
+// lease still registered, wherever its renewal is.
 func (w *watchdog) shutdown() []*lease {
 	w.mu.Lock()
 	w.stopped = true
 	started := w.started
-	kept := make([]*lease, len(w.h))
-	copy(kept, w.h)
-	for _, l := range kept {
+	kept := make([]*lease, 0, len(w.live))
+	for l := range w.live {
+		kept = append(kept, l)
 		l.idx = -1
 	}
-	w.h = nil
+	w.live, w.h = nil, nil
 	w.mu.Unlock()
+	w.cancel()
 	if started {
 		close(w.stop)
 		<-w.done
-		w.calls.Wait()
 	}
 	return kept
 }
+
+// wait waits for the renewal goroutines (after shutdown, which cancelled
+// their calls).
+func (w *watchdog) wait() { w.calls.Wait() }
 
 func (w *watchdog) run() {
 	defer close(w.done)
@@ -123,8 +155,8 @@ func (w *watchdog) run() {
 		w.mu.Lock()
 		now := time.Now()
 		horizon := now.Add(batchWindow)
-		for len(w.h) > 0 && len(due) < maxBatch && (!w.h[0].due.After(now) ||
-			len(due) > 0 && w.h[0].autoRenew && !w.h[0].due.After(horizon)) {
+		for len(w.h) > 0 && len(due) < 8*maxBatch && (!w.h[0].due.After(now) ||
+			len(due) > 0 && !w.h[0].due.After(horizon)) {
 			due = append(due, heap.Pop(&w.h).(*lease))
 		}
 		var wait time.Duration
@@ -136,7 +168,7 @@ func (w *watchdog) run() {
 		}
 		w.mu.Unlock()
 		if len(due) > 0 {
-			w.process(due)
+			w.dispatch(due)
 			continue
 		}
 		var tick <-chan time.Time
@@ -159,126 +191,179 @@ func (w *watchdog) run() {
 	}
 }
 
-// process handles the leases that came due: expiries and renewals.
-func (w *watchdog) process(due []*lease) {
-	now := time.Now()
-	reqs := make([]extendReq, 0, len(due))
-	renew := make([]*lease, 0, len(due))
-	expiry := now.Add(time.Hour)
+// dispatch starts the renewals of the leases that came due, without
+// waiting for any: a lease whose last renewal failed goes alone, the
+// others in batches per shard.
+func (w *watchdog) dispatch(due []*lease) {
+	var batch []*lease
 	for _, l := range due {
 		l.mu.Lock()
-		released, auto, ttl, expires := l.released, l.autoRenew, l.ttl, l.expires
+		skip := l.released || l.lostErr != nil || l.renewing // a renewal under way reschedules on its own
+		retry := l.renewErr != nil
+		if !skip {
+			l.renewing = true
+		}
 		l.mu.Unlock()
 		switch {
-		case released:
-		case !auto:
-			if now.Before(expires) { // extended by hand meanwhile
-				w.schedule(l, expires)
-			} else {
-				l.markLost(lostError(l.key, errors.New("ttl passed without renewal")))
-			}
+		case skip:
+		case retry:
+			w.start([]*lease{l})
 		default:
-			reqs = append(reqs, extendReq{n: l.n, token: l.token, ttl: ttl})
-			renew = append(renew, l)
-			if expires.Before(expiry) {
-				expiry = expires
-			}
+			batch = append(batch, l)
 		}
 	}
-	if len(reqs) == 0 {
+	if len(batch) == 0 {
 		return
 	}
-	w.renew(now, renew, reqs, expiry)
+	sh, ok := w.c.be.(sharder)
+	if !ok {
+		for len(batch) > 0 {
+			n := min(len(batch), maxBatch)
+			w.start(batch[:n:n])
+			batch = batch[n:]
+		}
+		return
+	}
+	// Finding a key's shard may need the cluster's slot map: do it off the
+	// loop.
+	w.calls.Add(1)
+	go func() {
+		defer w.calls.Done()
+		groups := make(map[string][]*lease)
+		var order []string
+		for _, l := range batch {
+			s := sh.shard(w.ctx, l.n.lease)
+			if _, ok := groups[s]; !ok {
+				order = append(order, s)
+			}
+			groups[s] = append(groups[s], l)
+		}
+		for _, s := range order {
+			g := groups[s]
+			for len(g) > 0 {
+				n := min(len(g), maxBatch)
+				w.start(g[:n:n])
+				g = g[n:]
+			}
+		}
+	}()
 }
 
-// renew sends one batch of renewals and waits for the answer — but never
-// past a lease's expiry: a lease whose expiry passes while the call is
-// still out is lost then, whatever the Redis client's own timeouts.
-//
-// Each attempt may take a third of the time the earliest lease has left,
-// so that a failing one returns its own error (a refused connection, say)
-// in time for another attempt, rather than a timeout at the expiry.
-func (w *watchdog) renew(now time.Time, renew []*lease, reqs []extendReq, expiry time.Time) {
+// start runs one batch of renewals in a goroutine.
+func (w *watchdog) start(batch []*lease) {
+	w.calls.Add(1)
+	go func() {
+		defer w.calls.Done()
+		w.renew(batch)
+	}()
+}
+
+// errNoAnswer is the cause recorded for a renewal given up on.
+var errNoAnswer = errors.New("no answer to its renewal in time")
+
+// renew sends one batch and hands each lease its outcome. It gives up
+// waiting after a third of the time the batch's earliest deadline leaves
+// (the leases then retry alone), but keeps listening for a late answer.
+func (w *watchdog) renew(batch []*lease) {
+	sent := time.Now()
+	reqs := make([]extendReq, len(batch))
+	var earliest time.Time
+	for i, l := range batch {
+		l.mu.Lock()
+		reqs[i] = extendReq{n: l.n, token: l.token, ttl: l.ttl}
+		if earliest.IsZero() || l.deadline.Before(earliest) {
+			earliest = l.deadline
+		}
+		l.mu.Unlock()
+	}
 	var ends []func(OpResult)
 	if obs := w.c.cfg.observer; obs != nil {
-		ends = make([]func(OpResult), len(renew))
-		for i, l := range renew {
+		ends = make([]func(OpResult), len(batch))
+		for i, l := range batch {
 			_, ends[i] = obs.OpStart(context.Background(), OpRenew, l.key)
 		}
 	}
-	attempt := max(expiry.Sub(now)/3, time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), attempt)
+	attempt := max(earliest.Sub(sent)/3, time.Millisecond)
+	ctx, cancel := context.WithTimeout(w.ctx, attempt)
+	defer cancel()
 	done := make(chan struct{})
 	w.calls.Add(1)
 	go func() {
 		defer w.calls.Done()
-		defer cancel()
 		w.c.be.extend(ctx, reqs)
-		for i, l := range renew {
-			if ends != nil {
-				err := reqs[i].err
-				if err == nil && !reqs[i].ok {
-					err = fmt.Errorf("%w: %q: lease expired or taken over", ErrNotHeld, l.key)
-				}
-				ends[i](OpResult{Err: err, Fence: l.fence})
-			}
-		}
 		close(done)
 	}()
+	// The Redis client may not honour ctx's deadline (ContextTimeoutEnabled
+	// off): then the call is given up on here, a little after it.
+	giveUp := time.NewTimer(attempt + attempt/10 + time.Millisecond)
+	defer giveUp.Stop()
+	current := true
+	select {
+	case <-done:
+	case <-giveUp.C:
+		current = false
+		for _, l := range batch {
+			w.c.renewed(ctx, l, sent, &extendReq{err: errNoAnswer}, true)
+		}
+		<-done
+	}
+	for i, l := range batch {
+		r := &reqs[i]
+		if ends != nil {
+			err := r.err
+			if err == nil && !r.ok {
+				err = fmt.Errorf("%w: %q: lease expired or taken over", ErrNotHeld, l.key)
+			}
+			ends[i](OpResult{Err: err, Fence: l.fence})
+		}
+		w.c.renewed(ctx, l, sent, r, current)
+	}
+}
 
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		var next time.Time
-		for _, l := range renew {
-			l.mu.Lock()
-			live, expires := !l.released && l.lostErr == nil, l.expires
+// renewed applies the outcome of a renewal sent at sent. A confirmation
+// moves the deadline whenever it arrives; only the current attempt's
+// outcome (current) schedules the next renewal or a retry.
+func (c *Client) renewed(ctx context.Context, l *lease, sent time.Time, r *extendReq, current bool) {
+	switch {
+	case r.err == nil && r.ok:
+		l.confirm(sent, r.left)
+		c.heal(context.WithoutCancel(ctx), l, r)
+	case r.err == nil:
+		l.markLost(lostError(l.key, errors.New("lease expired or taken over")))
+		return
+	}
+	if !current {
+		return
+	}
+	l.mu.Lock()
+	l.renewing = false
+	if l.released || l.lostErr != nil {
+		l.mu.Unlock()
+		return
+	}
+	var due time.Time
+	if r.err == nil {
+		l.renewErr = nil
+		due = sent.Add(l.ttl / 3)
+	} else {
+		// Keep the most telling failure: a timeout near the deadline says
+		// less than the error that started the trouble.
+		if l.renewErr == nil || !errors.Is(r.err, context.DeadlineExceeded) && !errors.Is(r.err, errNoAnswer) {
+			l.renewErr = r.err
+		}
+		due = time.Now().Add(retryDelay(l.ttl))
+		if !due.Before(l.deadline) { // the deadline timer reports it
 			l.mu.Unlock()
-			if live && (next.IsZero() || expires.Before(next)) {
-				next = expires
-			}
-		}
-		if next.IsZero() { // all released or lost: the answer no longer matters
-			return
-		}
-		timer.Reset(time.Until(next))
-		select {
-		case <-done:
-			for i, l := range renew {
-				w.c.renewed(l, now, reqs[i].ok, reqs[i].err)
-			}
-			return
-		case <-timer.C:
-			t := time.Now()
-			for _, l := range renew {
-				l.mu.Lock()
-				expired, last := !t.Before(l.expires), l.renewErr
-				l.mu.Unlock()
-				if !expired {
-					continue
-				}
-				cause := errors.New("no answer to its renewal before it expired")
-				if last != nil { // the failure that started the trouble says more
-					cause = fmt.Errorf("renewal failed until expiry: %w", last)
-				}
-				l.markLost(lostError(l.key, cause))
-			}
-		case <-w.stop:
 			return
 		}
 	}
+	l.mu.Unlock()
+	c.wd.schedule(l, due)
 }
 
 // retryDelay is the pause before retrying a failed renewal.
 func retryDelay(ttl time.Duration) time.Duration {
-	d := ttl / 10
-	if d > time.Second {
-		d = time.Second
-	}
-	if d < 5*time.Millisecond {
-		d = 5 * time.Millisecond
-	}
-	return d
+	return min(max(ttl/10, 5*time.Millisecond), time.Second)
 }
 
 // leaseHeap orders leases by due time.

@@ -58,6 +58,12 @@ func Run(t *testing.T, newClient func(t *testing.T) *core.Client) {
 		{"Close", testClose},
 		{"FairOrder", testFairOrder},
 		{"FairGiveUp", testFairGiveUp},
+		{"ReleaseWakesEveryTime", testReleaseWakesEveryTime},
+		{"ExpiryNeverMovesBack", testExpiryNeverMovesBack},
+		{"KeyBraces", testKeyBraces},
+		{"DriftMarginValidated", testDriftMarginValidated},
+		{"LostBeforeTakeover", testLostBeforeTakeover},
+		{"CloseTellsEveryLease", testCloseTellsEveryLease},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,7 +7,10 @@ if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) then
   return {1, next_fence(KEYS[2], ARGV[4])}
 end
 if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  -- Re-entry never shortens the lease its other holders were promised.
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  end
   return {2, tonumber(redis.call('GET', KEYS[2]) or '0')}
 end
 return {0, redis.call('PTTL', KEYS[1])}

@@ -22,7 +22,8 @@ end
 local v = redis.call('GET', KEYS[1])
 if v then
   if owns(v, ARGV[1]) then
-    redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+    -- A claim of a grant, or a re-entry: never shorter than it was.
+    redis.call('SET', KEYS[1], ARGV[2], 'PX', math.max(redis.call('PTTL', KEYS[1]), tonumber(ARGV[3])))
     leave_queue(KEYS[3], KEYS[4], ARGV[1])
     return {2, tonumber(redis.call('GET', KEYS[2]) or '0')}
   end

@@ -1,13 +1,21 @@
--- Move the expiry of a lease this token holds; never re-create a lost one.
+-- Extend a lease this token holds, never shortening it; never re-create a
+-- lost one.
 -- KEYS[1] lease
 -- ARGV[1] token   ARGV[2] ttl ms
--- Returns 1 extended, 0 held by another token, -1 no lease.
+-- Returns the lease's remaining ms (>= 1) when held by token (its expiry
+-- is now the later of the old one and ttl from now), 0 when held by another
+-- token, -1 when there is no lease.
 local v = redis.call('GET', KEYS[1])
 if not v then
   return -1
 end
-if owns(v, ARGV[1]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
+if not owns(v, ARGV[1]) then
+  return 0
 end
-return 0
+local left = redis.call('PTTL', KEYS[1])
+local want = tonumber(ARGV[2])
+if left < want then
+  redis.call('PEXPIRE', KEYS[1], want)
+  left = want
+end
+return left

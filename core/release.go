@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -12,42 +11,6 @@ import (
 // cancellation (see Lock.Release).
 const releaseTimeout = 5 * time.Second
 
-// renewed records the outcome of a watchdog renewal sent at sent.
-func (c *Client) renewed(l *lease, sent time.Time, ok bool, err error) {
-	l.mu.Lock()
-	if l.released || l.lostErr != nil {
-		l.mu.Unlock()
-		return
-	}
-	switch {
-	case err == nil && ok:
-		l.renewErr = nil
-		if e := sent.Add(l.ttl); e.After(l.expires) {
-			l.expires = e
-		}
-		l.mu.Unlock()
-		c.wd.schedule(l, nextDue(l, sent))
-	case err == nil:
-		l.mu.Unlock()
-		l.markLost(lostError(l.key, errors.New("lease expired or taken over")))
-	default:
-		// Report the most telling failure: a timeout near the expiry says
-		// less than the error that started the trouble.
-		if l.renewErr == nil || !errors.Is(err, context.DeadlineExceeded) {
-			l.renewErr = err
-		}
-		cause := l.renewErr
-		retry := time.Now().Add(retryDelay(l.ttl))
-		expires := l.expires
-		l.mu.Unlock()
-		if retry.Before(expires) {
-			c.wd.schedule(l, retry)
-			return
-		}
-		l.markLost(lostError(l.key, fmt.Errorf("renewal failed until expiry: %w", cause)))
-	}
-}
-
 // extend renews l by hand (Lock.Extend).
 func (c *Client) extend(ctx context.Context, l *lease, ttl time.Duration) (err error) {
 	if obs := c.cfg.observer; obs != nil {
@@ -56,34 +19,66 @@ func (c *Client) extend(ctx context.Context, l *lease, ttl time.Duration) (err e
 		defer func() { end(OpResult{Err: err, Fence: l.fence}) }()
 	}
 	l.mu.Lock()
-	if l.released {
-		l.mu.Unlock()
+	closed, released, lost := l.closed, l.released, l.lostErr
+	l.mu.Unlock()
+	switch {
+	case closed:
+		return fmt.Errorf("%w: %q: the client was closed", ErrClosed, l.key)
+	case lost != nil:
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.key, lost)
+	case released:
 		return fmt.Errorf("%w: %q: released", ErrNotHeld, l.key)
 	}
-	l.mu.Unlock()
 	sent := time.Now()
 	req := []extendReq{{n: l.n, token: l.token, ttl: ttl}}
 	c.be.extend(ctx, req)
-	if err := req[0].err; err != nil {
-		return fmt.Errorf("core: extend %q: %w", l.key, err)
+	r := &req[0]
+	if r.err != nil {
+		return fmt.Errorf("core: extend %q: %w", l.key, r.err)
 	}
-	if !req[0].ok {
+	if !r.ok {
 		err := fmt.Errorf("%w: %q: lease expired or taken over", ErrNotHeld, l.key)
 		l.markLost(lostError(l.key, err))
 		return err
 	}
+	l.confirm(sent, r.left)
+	c.heal(ctx, l, r)
 	l.mu.Lock()
-	lost := l.lostErr
+	lost, closed = l.lostErr, l.closed
 	if lost == nil {
 		l.ttl = ttl
-		l.expires = sent.Add(ttl)
 	}
+	auto, renewing := l.autoRenew, l.renewing
 	l.mu.Unlock()
+	if closed {
+		return fmt.Errorf("%w: %q: the client was closed", ErrClosed, l.key)
+	}
 	if lost != nil { // reported lost while the extension was under way
 		return lost
 	}
-	c.wd.schedule(l, nextDue(l, sent))
+	if auto && !renewing { // a renewal under way reschedules on its own
+		c.wd.schedule(l, sent.Add(ttl/3))
+	}
 	return nil
+}
+
+// heal lets a Redlock backend re-create a confirmed lease on the nodes that
+// had lost it, unless the lease was released meanwhile: the release waits
+// for a heal under way (healMu), and a heal after it sees released.
+func (c *Client) heal(ctx context.Context, l *lease, r *extendReq) {
+	h, ok := c.be.(healer)
+	if !ok || len(r.heal) == 0 {
+		return
+	}
+	l.healMu.Lock()
+	defer l.healMu.Unlock()
+	l.mu.Lock()
+	released := l.released || l.lostErr != nil
+	ttl := l.ttl
+	l.mu.Unlock()
+	if !released {
+		h.heal(ctx, l.n, l.token, ttl, r.heal)
+	}
 }
 
 // release drops one hold of l and, with the last, deletes the lease.
@@ -93,8 +88,12 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 	nested := l.holds > 0
 	if !nested {
 		l.released = true
+		if l.timer != nil {
+			l.timer.Stop()
+		}
 	}
 	lost := l.lostErr != nil
+	closed := l.closed
 	l.mu.Unlock()
 	if obs := c.cfg.observer; obs != nil {
 		var end func(OpResult)
@@ -106,7 +105,12 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 	if nested {
 		return nil
 	}
+	if closed {
+		return fmt.Errorf("%w: %q: Close already gave the lease up", ErrClosed, l.key)
+	}
 	c.wd.remove(l)
+	l.healMu.Lock() // a heal under way finishes first (it sees released after)
+	l.healMu.Unlock()
 
 	if ctx.Done() != nil { // detach from the caller's cancellation
 		var cancel context.CancelFunc
@@ -127,7 +131,12 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 func (c *Client) releaseQuietly(ctx context.Context, l *lease) {
 	l.mu.Lock()
 	l.released = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
 	l.mu.Unlock()
+	l.healMu.Lock()
+	l.healMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	_, _ = c.be.release(ctx, l.n, l.token)

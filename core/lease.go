@@ -1,0 +1,177 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// A lease is one acquisition of a key, shared by the handles that re-enter it.
+//
+// Its belief deadline is the moment this process stops believing it holds
+// the key: the send time of the last write the server confirmed (the
+// acquisition, a renewal, an Extend) plus the time the server said the
+// lease then had left, minus the drift margin. The server cannot let anyone
+// else take the key before that moment, because it counted the same time
+// from a later instant. A timer of the lease's own closes Lost at the
+// deadline: no renewal, connection, batch, other lease or Close stands
+// between the deadline and the holder being told. Confirmations only ever
+// move the deadline forward.
+type lease struct {
+	c     *Client
+	key   string
+	n     names
+	token string
+	fence int64
+	start time.Time // when the acquisition was sent
+
+	mu        sync.Mutex
+	ttl       time.Duration // asked of every renewal
+	margin    time.Duration // fixed drift margin; <0: driftMargin of each interval
+	autoRenew bool
+	deadline  time.Time   // the belief deadline (see above)
+	timer     *time.Timer // fires expire at deadline
+	holds     int         // handles not yet released
+	released  bool        // the last hold was released (or Close gave it up)
+	closed    bool        // Close took it away
+	renewing  bool        // a watchdog renewal is out and not yet given up on
+	renewErr  error       // the failure of the renewals since the last success
+	lostErr   error       // non-nil once lost
+	lostCh    chan struct{}
+	signaled  bool          // lostCh is (to be) closed
+	onLost    []func(error) // called once when lost (Do's cancel)
+
+	// healMu orders a Redlock heal (re-creating the lease on a node that
+	// lost it) before the release: a heal runs only while the lease is not
+	// released, and a release waits for a heal under way.
+	healMu sync.Mutex
+
+	// watchdog bookkeeping, guarded by watchdog.mu
+	due time.Time
+	idx int // renewal heap index, -1 when not scheduled
+}
+
+// driftMargin is the default allowance for the holder's clock running
+// slower than the server's over an interval d: 1% of d plus 2 ms, but at
+// most a tenth of d (so very short TTLs stay usable).
+func driftMargin(d time.Duration) time.Duration {
+	return min(d/100+2*time.Millisecond, d/10)
+}
+
+// marginFor returns the margin subtracted from an interval d the server
+// confirmed. Called with l.mu held.
+func (l *lease) marginFor(d time.Duration) time.Duration {
+	if l.margin >= 0 {
+		return l.margin
+	}
+	return driftMargin(d)
+}
+
+// arm sets the first deadline, from the acquisition sent at l.start, and
+// starts the timer.
+func (l *lease) arm() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.deadline = l.start.Add(l.ttl - l.marginFor(l.ttl))
+	l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
+}
+
+// confirm records that the server, asked at sent, said the lease has left
+// more time: the deadline moves to sent+left-margin if that is later.
+func (l *lease) confirm(sent time.Time, left time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released || l.lostErr != nil {
+		return
+	}
+	if d := sent.Add(left - l.marginFor(left)); d.After(l.deadline) {
+		l.deadline = d
+		l.timer.Reset(time.Until(d))
+	}
+}
+
+// expire is the deadline timer: the lease is lost unless a confirmation
+// moved the deadline meanwhile.
+func (l *lease) expire() {
+	l.mu.Lock()
+	if l.released || l.lostErr != nil {
+		l.mu.Unlock()
+		return
+	}
+	if wait := time.Until(l.deadline); wait > 0 { // moved after the timer fired
+		l.timer.Reset(wait)
+		l.mu.Unlock()
+		return
+	}
+	var cause error
+	switch {
+	case !l.autoRenew:
+		cause = errors.New("ttl passed without renewal")
+	case l.renewErr != nil:
+		cause = fmt.Errorf("renewal failed until expiry: %w", l.renewErr)
+	default:
+		cause = errors.New("no answer to its renewal before it expired")
+	}
+	l.lose(lostError(l.key, cause))
+}
+
+// markLost records the loss of l once and tells everyone who asked.
+func (l *lease) markLost(cause error) {
+	l.mu.Lock()
+	if l.released || l.lostErr != nil {
+		l.mu.Unlock()
+		return
+	}
+	l.lose(cause)
+}
+
+// lose is markLost with l.mu held (it unlocks it): the loss is recorded in
+// the same critical section that decided it, so no confirmation can slip in
+// between.
+func (l *lease) lose(cause error) {
+	l.lostErr = cause
+	fns := l.onLost
+	l.onLost = nil
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.mu.Unlock()
+	// The observer hears of it first, so that a holder woken by Lost sees
+	// the loss already recorded in its trace.
+	if obs := l.c.cfg.observer; obs != nil {
+		obs.LeaseLost(l.key, l.fence, time.Since(l.start), cause)
+	}
+	l.mu.Lock()
+	l.signaled = true
+	if l.lostCh != nil {
+		close(l.lostCh)
+	}
+	l.mu.Unlock()
+	for _, f := range fns {
+		f(cause)
+	}
+}
+
+// notifyLost calls f when l is lost (at once if it already is).
+func (l *lease) notifyLost(f func(error)) {
+	l.mu.Lock()
+	if err := l.lostErr; err != nil {
+		l.mu.Unlock()
+		f(err)
+		return
+	}
+	l.onLost = append(l.onLost, f)
+	l.mu.Unlock()
+}
+
+// live reports whether l is neither released nor lost.
+func (l *lease) live() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.released && l.lostErr == nil
+}
+
+func lostError(key string, reason error) error {
+	return fmt.Errorf("%w: %q: %w", ErrLost, key, reason)
+}
