@@ -107,7 +107,7 @@ func ExampleLock_Fence() {
 	}
 
 	slow, _ := locks.TryLock(ctx, "doc:1", core.WithTTL(20*time.Millisecond), core.WithAutoRenew(false))
-	<-slow.Lost() // the holder paused past its TTL
+	<-slow.Lost()                       // the holder paused past its TTL
 	fast, _ := locks.Lock(ctx, "doc:1") // free once the server's expiry passes
 	fmt.Println(write(fast.Fence(), "new"))
 	fmt.Println(write(slow.Fence(), "old"))

@@ -109,4 +109,3 @@ func (h *Lock) Release(ctx context.Context) error {
 	h.relErr = h.l.c.release(ctx, h.l)
 	return h.relErr
 }
-
