@@ -8,7 +8,7 @@ MODULES   := . ./bench
 PKGS      := ./...
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: all demo test ci test-temporal vet fmt-check readme-check lint bench bench-smoke tidy
+.PHONY: all demo test ci soak fuzz test-temporal vet fmt-check readme-check lint bench bench-smoke tidy
 
 all: vet test
 
@@ -30,6 +30,18 @@ ci: vet fmt-check readme-check
 		LATCHKEY_REQUIRE_SERVERS=1 $(GO) test $(TESTFLAGS) $(PKGS)) || exit 1; done
 	$(MAKE) test-temporal
 	$(MAKE) bench-smoke
+
+## soak: the belief checker (core/belief_test.go) for minutes per topology
+## instead of make ci's 10 s; LATCHKEY_SEED=<n> replays a printed seed
+SOAK ?= 3m
+soak:
+	LATCHKEY_REQUIRE_SERVERS=1 LATCHKEY_BELIEF_DURATION=$(SOAK) $(GO) test -race -count=1 -timeout 60m -run 'TestBelief' -v ./core
+
+## fuzz: each fuzz target for FUZZTIME (the seed corpora run in every go test)
+FUZZTIME ?= 60s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzKeyNames$$' -fuzztime $(FUZZTIME) ./core
+	$(GO) test -run '^$$' -fuzz '^FuzzIdempotencyKey$$' -fuzztime $(FUZZTIME) ./httpidem
 
 ## test-temporal: temporallock against a real Temporal server run in-process
 ## (its own module: the server is a large dependency tree; no -race, whose

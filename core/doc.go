@@ -13,10 +13,23 @@
 //     every protected write and let storage reject lower fences: a holder
 //     that paused past its TTL (GC, swap, a slow network) then cannot
 //     overwrite its successor.
-//   - Leases are renewed every ttl/3 by one watchdog goroutine per Client
-//     (WithAutoRenew). A lease that renewal finds gone, or cannot renew
-//     before it expires, is lost: Lock.Lost closes, and under Client.Do the
-//     callback's context is cancelled with a cause matching ErrLost.
+//   - A holder is told no later than anyone else can take its key. Each
+//     lease has a belief deadline: the send time of the last write the
+//     server confirmed (acquisition, renewal, Extend) plus the time the
+//     server said the lease then had left, minus a drift margin
+//     (WithDriftMargin; by default 1% of that time plus 2 ms, at most a
+//     tenth of it). A timer of the lease's own closes Lock.Lost at that
+//     deadline — and under Client.Do cancels the callback's context with a
+//     cause matching ErrLost — whatever any I/O, other lease or Close is
+//     doing. The server counted the same time from a later instant, so the
+//     promise holds unless the holder's clock runs slower than the margin
+//     allows, or its process is paused for longer than the margin.
+//   - Leases are renewed every ttl/3 (WithAutoRenew). Renewals never wait on
+//     each other: they run in concurrent batches, one per Cluster master,
+//     and a renewal that fails or gets no answer within a third of its
+//     lease's remaining time is retried alone. No renewal, Extend or
+//     re-entry ever shortens a lease: an expiry only moves forward. A lease
+//     that renewal finds gone, or that reaches its deadline, is lost.
 //   - Waiting is push, not poll: the release script publishes on the key's
 //     channel, one subscription per Client serves all its waiters, and each
 //     release wakes one waiter of each Client. A waiter whose notification
@@ -32,7 +45,9 @@
 // Keys in Redis are "<prefix>:{<key>}" (the lease, whose value is the
 // token) and "<prefix>:{<key>}:fence" (the counter); they share a hash tag,
 // so the scripts run on a Redis Cluster. The release channel is named like
-// the lease key.
+// the lease key. The key rule: 1 to MaxKeyLen bytes, any bytes, not
+// starting with '}' (Cluster ends a hash tag at the first '}', and a leading
+// one would leave it empty); anything else is ErrInvalidKey.
 //
 // What a lock cannot do: a lease is a timeout, so a holder that stalls past
 // its TTL without noticing is not stopped by the lock — only by fencing at

@@ -1,0 +1,14 @@
+package core
+
+// Test-only views of unexported helpers, for the external test package.
+
+// ValidKey is validKey.
+var ValidKey = validKey
+
+// StorageNames returns the Redis names of key under prefix: lease, fence
+// counter, fair queue and its deadlines.
+func StorageNames(prefix, key string) []string {
+	c := &Client{cfg: clientConfig{prefix: prefix}}
+	n := c.names(key)
+	return []string{n.lease, n.fence, n.queue, n.dues}
+}

@@ -1,0 +1,85 @@
+package core_test
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/latchkey/latchkey/core"
+)
+
+// hashTag is the part of a Redis key that Cluster hashes: the bytes
+// between the first '{' and the first '}' after it, when that is not
+// empty; else the whole key.
+func hashTag(key string) string {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return key
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	if end <= 0 {
+		return key
+	}
+	return key[open+1 : open+1+end]
+}
+
+// slot is Redis Cluster's CRC16 (XMODEM) of the hash tag, mod 16384.
+func slot(key string) uint16 {
+	var crc uint16
+	for _, b := range []byte(hashTag(key)) {
+		crc ^= uint16(b) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}
+
+func TestSlotKnownValues(t *testing.T) {
+	// From the Redis Cluster specification: "123456789" has CRC16 0x31C3.
+	if got := slot("123456789"); got != 0x31C3%16384 {
+		t.Fatalf("slot(123456789) = %d", got)
+	}
+	if slot("{user1000}.following") != slot("{user1000}.followers") {
+		t.Fatal("hash tags ignored")
+	}
+}
+
+// FuzzKeyNames: every key the lock accepts keeps all of its storage names
+// in one Cluster slot, under a non-empty hash tag, and no two keys share a
+// lease name; every key it refuses gets ErrInvalidKey.
+func FuzzKeyNames(f *testing.F) {
+	for _, k := range []string{"sku:42", "}", "}x", "{", "a}b", "{x}", "{}", "x{y}z", "\x00", "日本"} {
+		f.Add(k, "latchkey")
+	}
+	f.Fuzz(func(t *testing.T, key, prefix string) {
+		if prefix == "" || strings.ContainsAny(prefix, "{}") || len(prefix) > 256 {
+			prefix = "latchkey"
+		}
+		err := core.ValidKey(key)
+		if err != nil {
+			if key != "" && len(key) <= core.MaxKeyLen && key[0] != '}' {
+				t.Fatalf("refused %q: %v", key, err)
+			}
+			return
+		}
+		names := core.StorageNames(prefix, key)
+		tag := hashTag(names[0])
+		if tag == "" || tag == names[0] {
+			t.Fatalf("key %q: lease %q has no hash tag", key, names[0])
+		}
+		for _, n := range names[1:] {
+			if hashTag(n) != tag || slot(n) != slot(names[0]) {
+				t.Fatalf("key %q: %q and %q in different slots", key, names[0], n)
+			}
+		}
+		if !strings.HasPrefix(key, tag) {
+			t.Fatalf("key %q: tag %q is not a prefix of the key", key, tag)
+		}
+		_ = utf8.ValidString(key) // any bytes are fine
+	})
+}
