@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/nilness"
 	"github.com/latchkey/latchkey/internal/records"
 	"github.com/robfig/cron/v3"
 )
@@ -149,7 +150,7 @@ func (l *Locker) newJob(name string, schedule cron.Schedule, fn func(context.Con
 	if fn == nil {
 		return nil, fmt.Errorf("%w: nil func for job %q", ErrInvalidOption, name)
 	}
-	if isNilSchedule(schedule) {
+	if nilness.IsNil(schedule) {
 		return nil, fmt.Errorf("%w: nil schedule for job %q", ErrInvalidSchedule, name)
 	}
 	if loc == nil {
@@ -163,18 +164,6 @@ func (l *Locker) newJob(name string, schedule cron.Schedule, fn func(context.Con
 		l: l, name: name, sched: sched, loc: loc, fn: fn,
 		runKey: "cron:" + name + ":running", lastKey: lastKey(name),
 	}, nil
-}
-
-func isNilSchedule(s cron.Schedule) bool {
-	switch v := s.(type) {
-	case nil:
-		return true
-	case *cron.SpecSchedule:
-		return v == nil
-	case *cron.ConstantDelaySchedule:
-		return v == nil
-	}
-	return false
 }
 
 // Run runs one tick; see Locker.Job.

@@ -123,6 +123,7 @@ func TestInvalidJobs(t *testing.T) {
 		{"nil-schedule", nil, noop, cronlock.ErrInvalidSchedule},
 		{"nil-spec-schedule", (*cron.SpecSchedule)(nil), noop, cronlock.ErrInvalidSchedule},
 		{"nil-every-schedule", (*cron.ConstantDelaySchedule)(nil), noop, cronlock.ErrInvalidSchedule},
+		{"nil-user-schedule", (*userSchedule)(nil), noop, cronlock.ErrInvalidSchedule},
 	}
 	for _, tt := range job {
 		t.Run("Job/"+tt.name, func(t *testing.T) {
@@ -132,6 +133,12 @@ func TestInvalidJobs(t *testing.T) {
 		})
 	}
 }
+
+// userSchedule is a cron.Schedule of the user's own type, which reads its
+// receiver: a nil one panics if it is ever asked for a time.
+type userSchedule struct{ every time.Duration }
+
+func (s *userSchedule) Next(t time.Time) time.Time { return t.Add(s.every) }
 
 // TestPlanBrokenSchedule: a schedule whose Next does not advance is an
 // error at the tick, logged, and the job does not run.

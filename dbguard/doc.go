@@ -52,8 +52,8 @@
 //
 // # The table
 //
-// Migrate creates it; so can your own migration. In PostgreSQL and MySQL
-// (names configurable with WithTable and WithColumns; Guard.DDL returns the
+// Migrate creates it; so can your own migration. In PostgreSQL (names
+// configurable with WithTable and WithColumns; Guard.DDL returns the
 // statement for the Guard's dialect and names):
 //
 //	CREATE TABLE IF NOT EXISTS dbguard_stock (
@@ -64,7 +64,20 @@
 //	)
 //
 // In SQLite the types are TEXT and INTEGER. The CHECK constraint is a
-// backstop: no strategy ever writes a negative qty. Fences of the core
+// backstop: no strategy ever writes a negative qty.
+//
+// One SKU is one row, one lock and one fence: SKUs are compared byte for
+// byte, as Redis compares lock keys. PostgreSQL's VARCHAR and SQLite's
+// TEXT do that; on MySQL and MariaDB the sku column is VARBINARY(255)
+// (and so is VersionsInSQL's id), because a VARCHAR takes a collation
+// that is case-insensitive by default and PAD SPACE even when binary on
+// MariaDB (utf8mb4_bin): "SKU-A", "sku-a" and "SKU-A " would be one row
+// under three locks with three fence counters. Migrate never alters an
+// existing table, but on MySQL and MariaDB it checks the key column of
+// one and returns ErrIncompatibleTable, with the ALTER TABLE ... MODIFY
+// statement that converts it, when the column compares otherwise (a table
+// created by an earlier version of this package, or by hand). Keep SKUs
+// in one spelling: "SKU-A" and "sku-a" are two products. Fences of the core
 // lock of a key only grow, so do not switch a table that Redis-locked
 // deductions wrote to a core.NewMemory locker (whose fences restart at 1):
 // every fenced write would be rejected.

@@ -1,6 +1,9 @@
 package dbguard
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors returned by this package. Match them with errors.Is: each is
 // wrapped with the SKU or key concerned and, where there is one, the cause
@@ -25,6 +28,11 @@ var (
 
 	// ErrInvalidQty: a quantity of zero or less, or an order with no items.
 	ErrInvalidQty = errors.New("dbguard: invalid quantity")
+
+	// ErrQtyOverflow: a Restock that would take the SKU's stock past
+	// math.MaxInt64 units. Nothing was added. It wraps ErrInvalidQty, so
+	// errors.Is finds both.
+	ErrQtyOverflow = fmt.Errorf("%w: stock would overflow int64", ErrInvalidQty)
 
 	// ErrNilDB: New or VersionsInSQL was given a nil *sql.DB.
 	ErrNilDB = errors.New("dbguard: nil database")
@@ -71,4 +79,14 @@ var (
 
 	// ErrInvalidVersion: a negative version given to Versioned.Put.
 	ErrInvalidVersion = errors.New("dbguard: invalid version")
+
+	// ErrIncompatibleTable: Migrate (Guard's or Versioned's) found an
+	// existing MySQL or MariaDB table whose key column (the SKU, the
+	// Versioned id) does not compare byte for byte — a VARCHAR with a
+	// case-insensitive or PAD SPACE collation, as the tables this package
+	// created before it used VARBINARY — so "SKU-A", "sku-a" and "SKU-A "
+	// would be one row under three locks and three fences. Migrate does
+	// not alter the table: the error gives the ALTER TABLE statement to
+	// run.
+	ErrIncompatibleTable = errors.New("dbguard: incompatible table")
 )

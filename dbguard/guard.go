@@ -90,7 +90,10 @@ func (g *Guard) DDL() string {
 }
 
 // Migrate creates the Guard's table if it does not exist yet. It never
-// alters an existing table.
+// alters an existing table; on MySQL and MariaDB it checks that the SKU
+// column of an existing one compares byte for byte, and returns
+// ErrIncompatibleTable, with the ALTER TABLE statement that fixes it, if
+// not (see the package documentation, "The table").
 func (g *Guard) Migrate(ctx context.Context) error {
 	if g.err != nil {
 		return g.err
@@ -98,7 +101,7 @@ func (g *Guard) Migrate(ctx context.Context) error {
 	if _, err := g.db.ExecContext(ctx, g.q.ddl); err != nil {
 		return fmt.Errorf("dbguard: migrate %s: %w", g.cfg.table, err)
 	}
-	return nil
+	return checkKeyColumn(ctx, g.db, g.dialect, g.cfg.table, g.cfg.cols.SKU)
 }
 
 // Stock returns the units of sku in stock, or ErrUnknownSKU.
@@ -123,6 +126,9 @@ func (g *Guard) Stock(ctx context.Context, sku string) (int64, error) {
 // Restock adds qty units to sku, creating its row if it is new. It is one
 // atomic statement, safe beside concurrent deductions of any strategy, and
 // bumps the row's version (so optimistic deductions in flight re-read).
+// A qty of zero or less is ErrInvalidQty; one that would take the stock
+// past math.MaxInt64 units adds nothing and returns ErrQtyOverflow (which
+// matches ErrInvalidQty too), on every dialect.
 func (g *Guard) Restock(ctx context.Context, sku string, qty int64) error {
 	if g.err != nil {
 		return g.err
@@ -137,11 +143,17 @@ func (g *Guard) Restock(ctx context.Context, sku string, qty int64) error {
 	if g.dialect == MySQL {
 		args = append(args, qty)
 	}
+	var changed int64
 	err := g.retry(ctx, func() error {
-		_, err := g.exec(ctx, g.db, g.q.restock, args...)
+		var err error
+		changed, err = g.exec(ctx, g.db, g.q.restock, args...)
 		return err
 	})
-	if err != nil {
+	switch {
+	case g.dialect == MySQL && mysqlNumber(err) == 1690, // ER_DATA_OUT_OF_RANGE: qty + n
+		err == nil && changed == 0 && g.dialect != MySQL: // the upsert's WHERE refused the sum
+		return fmt.Errorf("%w: restock %q by %d", ErrQtyOverflow, sku, qty)
+	case err != nil:
 		return fmt.Errorf("dbguard: restock %q: %w", sku, err)
 	}
 	return nil

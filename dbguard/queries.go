@@ -1,6 +1,9 @@
 package dbguard
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // queries are the statements of one Guard, built once by New for its
 // dialect, table and column names.
@@ -13,7 +16,7 @@ type queries struct {
 	updAtomic  string // args: n, sku, n
 	updFenced  string // args: n, fence, sku, n, fence
 	updVersion string // args: n, sku, version, n
-	restock    string // args: sku, n (and n again on MySQL)
+	restock    string // args: sku, n (and n again on MySQL); no row changed: the sum would overflow
 }
 
 func buildQueries(d Dialect, table string, c Columns) queries {
@@ -37,13 +40,19 @@ func buildQueries(d Dialect, table string, c Columns) queries {
 	}
 	switch d {
 	case MySQL:
+		// qty + n past the BIGINT range fails the statement with error
+		// 1690, whatever the sql_mode: nothing is written.
 		q.restock = fmt.Sprintf("INSERT INTO %s (%s, %s, %s, %s) VALUES (?, ?, 1, 0) "+
 			"ON DUPLICATE KEY UPDATE %s = %s + ?, %s = %s + 1",
 			t, sku, qty, ver, fence, qty, qty, ver, ver)
 	default: // Postgres, SQLite 3.24+
+		// The WHERE leaves a row whose qty + n would overflow untouched
+		// (SQLite would store the sum as a REAL): no row changed.
 		q.restock = fmt.Sprintf("INSERT INTO %s (%s, %s, %s, %s) VALUES (?, ?, 1, 0) "+
-			"ON CONFLICT (%s) DO UPDATE SET %s = %s.%s + excluded.%s, %s = %s.%s + 1",
-			t, sku, qty, ver, fence, sku, qty, bare(t), qty, qty, ver, bare(t), ver)
+			"ON CONFLICT (%s) DO UPDATE SET %s = %s.%s + excluded.%s, %s = %s.%s + 1 "+
+			"WHERE %s.%s <= %d - excluded.%s",
+			t, sku, qty, ver, fence, sku, qty, bare(t), qty, qty, ver, bare(t), ver,
+			bare(t), qty, int64(math.MaxInt64), qty)
 	}
 	for _, p := range []*string{&q.selQty, &q.selQtyVer, &q.selDiag, &q.selLocked,
 		&q.updAtomic, &q.updFenced, &q.updVersion, &q.restock} {
@@ -65,9 +74,9 @@ func bare(table string) string {
 
 // ddl is the CREATE TABLE statement of the stock table.
 func ddl(d Dialect, t string, c Columns) string {
-	text, integer := "VARCHAR(255)", "BIGINT"
+	text, integer := keyType(d), "BIGINT"
 	if d == SQLite {
-		text, integer = "TEXT", "INTEGER"
+		integer = "INTEGER"
 	}
 	return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
 		"\t%s %s NOT NULL PRIMARY KEY,\n"+

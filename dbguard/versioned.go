@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/latchkey/latchkey/internal/nilness"
 )
 
 // Versioned is a versioned key-value store — Tair's get/put(key, value,
@@ -31,24 +33,12 @@ type VersionStore interface {
 // makes every call return ErrInvalidOption.
 func NewVersioned(store VersionStore) *Versioned {
 	v := &Versioned{s: store}
-	if isNilStore(store) {
+	if nilness.IsNil(store) {
 		v.err = fmt.Errorf("%w: nil version store", ErrInvalidOption)
 	} else {
 		v.err = store.check()
 	}
 	return v
-}
-
-func isNilStore(s VersionStore) bool {
-	switch s := s.(type) {
-	case nil:
-		return true
-	case *sqlVersions:
-		return s == nil
-	case *redisVersions:
-		return s == nil
-	}
-	return false
 }
 
 // Migrate creates the store's table if it does not exist (SQL); on Redis it

@@ -5,10 +5,10 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 
+	"github.com/latchkey/latchkey/internal/nilness"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -38,7 +38,7 @@ func VersionsInRedis(rdb redis.Scripter, prefix string) VersionStore {
 		s.prefix = DefaultVersionsPrefix
 	}
 	switch {
-	case rdb == nil || (reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil()):
+	case nilness.IsNil(rdb):
 		s.err = fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	case strings.ContainsAny(s.prefix, "{}"):
 		s.err = fmt.Errorf("%w: key prefix %q has braces", ErrInvalidOption, s.prefix)

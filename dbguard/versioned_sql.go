@@ -20,7 +20,10 @@ import (
 //		version BIGINT NOT NULL
 //	)
 //
-// (LONGBLOB on MySQL; TEXT, BLOB and INTEGER on SQLite).
+// (VARBINARY(255) and LONGBLOB on MySQL and MariaDB, so that keys compare
+// byte for byte, as they do in PostgreSQL and SQLite; TEXT, BLOB and
+// INTEGER on SQLite). Versioned.Migrate reports an existing MySQL table
+// whose id column does not as ErrIncompatibleTable.
 func VersionsInSQL(db *sql.DB, opts ...Option) VersionStore {
 	cfg := defaultConfig(DefaultVersionsTable)
 	for _, o := range opts {
@@ -48,12 +51,12 @@ func VersionsInSQL(db *sql.DB, opts ...Option) VersionStore {
 		}
 	}
 	t := cfg.table
-	text, blob, integer := "VARCHAR(255)", "BYTEA", "BIGINT"
+	text, blob, integer := keyType(s.d), "BYTEA", "BIGINT"
 	switch s.d {
 	case MySQL:
 		blob = "LONGBLOB"
 	case SQLite:
-		text, blob, integer = "TEXT", "BLOB", "INTEGER"
+		blob, integer = "BLOB", "INTEGER"
 	}
 	s.ddl = fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n\tid %s NOT NULL PRIMARY KEY,\n\tdata %s NOT NULL,\n\tversion %s NOT NULL\n)",
 		t, text, blob, integer)
@@ -81,7 +84,7 @@ func (s *sqlVersions) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, s.ddl); err != nil {
 		return fmt.Errorf("dbguard: migrate %s: %w", s.table, err)
 	}
-	return nil
+	return checkKeyColumn(ctx, s.db, s.d, s.table, "id")
 }
 
 func (s *sqlVersions) get(ctx context.Context, key string) ([]byte, int64, bool, error) {

@@ -29,7 +29,11 @@ type DailyConfig struct {
 
 	// ObjectExtractor returns what is claimed; an error answers 400. nil:
 	// the route's parameter values joined by "/" ("9" on /vote/:item),
-	// "" on a route without parameters (one claim a day, a check-in).
+	// "" on a route without parameters (one claim a day, a check-in). The
+	// values are decoded as the request meant them — /vote/%4A and
+	// /vote/%4a are /vote/J, and a value that cannot be decoded answers
+	// 400 — and '%' and '/' in them are percent-encoded, so that two
+	// tuples of values never make one object.
 	ObjectExtractor func(c echo.Context) (string, error)
 
 	// LocationExtractor, if set, returns the subject's own time zone; nil
@@ -123,13 +127,27 @@ func (cfg DailyConfig) ToMiddleware() (echo.MiddlewareFunc, error) {
 	}, nil
 }
 
-// routeParams is the default object: the route's parameter values.
+// routeParams is the default object: the route's parameter values,
+// decoded (paramValue), with '%' and '/' percent-encoded and joined by "/".
 func routeParams(c echo.Context) (string, error) {
 	names := c.ParamNames()
+	values := c.ParamValues()
 	if len(names) == 0 {
 		return "", nil
 	}
-	return strings.Join(c.ParamValues()[:len(names)], "/"), nil
+	parts := make([]string, len(names))
+	for i, name := range names {
+		var raw string
+		if i < len(values) {
+			raw = values[i]
+		}
+		v, err := paramValue(c, raw)
+		if err != nil {
+			return "", fmt.Errorf("parameter %s: %w", name, err)
+		}
+		parts[i] = escapeParam(v, "/")
+	}
+	return strings.Join(parts, "/"), nil
 }
 
 type daily struct {

@@ -136,3 +136,45 @@ func TestDailyCountMode(t *testing.T) {
 		}
 	})
 }
+
+// TestDailyDecodesRouteParams: /vote/J, /vote/%4A and /vote/%4a name one
+// item, so a user votes on it once a day however the path is spelt;
+// values are joined so that two tuples never make one object, and an
+// undecodable value is a 400.
+func TestDailyDecodesRouteParams(t *testing.T) {
+	eachStore(t, func(t *testing.T, store httpidem.Store) {
+		e := echo.New()
+		now := time.Now()
+		voted := func(c echo.Context) error { return c.String(http.StatusOK, "voted") }
+		daily := echomw.DailyWithConfig(echomw.DailyConfig{Store: store, Scope: "vote", IdentifierExtractor: tenant,
+			Clock: func() time.Time { return now }})
+		e.POST("/vote/:item", voted, daily)
+		e.POST("/pair/:a/:b", voted, daily)
+
+		if w := serve(e, "POST", "/vote/J", "", withTenant("u1")); w.Code != http.StatusOK {
+			t.Fatalf("first vote: %d", w.Code)
+		}
+		for _, again := range []string{"/vote/%4A", "/vote/%4a", "/vote/J"} {
+			isProblem(t, serve(e, "POST", again, "", withTenant("u1")), http.StatusConflict, httpidem.CodeAlreadyClaimed)
+		}
+		day := httpidem.DayOf(now, nil)
+		for obj, want := range map[string]bool{"J": true, "%4A": false, "%4a": false} {
+			if first, err := store.Claim(t.Context(), httpidem.ClaimArgs{Scope: "vote", Object: obj, Subject: "u1",
+				Day: day, ExpireAt: now.Add(time.Hour), Token: "probe"}); err != nil || first == want {
+				t.Errorf("object %q claimed by the votes: %v (err %v), want %v", obj, !first, err, want)
+			}
+		}
+
+		for _, p := range []string{"/pair/x%2Fy/z", "/pair/x/y%2Fz", "/pair/%25/a", "/pair/%2525/a"} {
+			if w := serve(e, "POST", p, "", withTenant("u1")); w.Code != http.StatusOK {
+				t.Errorf("%s: %d, want a first vote on its own object", p, w.Code)
+			}
+		}
+
+		r := newRequest("POST", "/vote/x", "", withTenant("u1"))
+		r.URL.RawPath = "/vote/%zz"
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, r)
+		isProblem(t, w, http.StatusBadRequest, httpidem.CodeBadRequest)
+	})
+}

@@ -11,8 +11,9 @@ var (
 	// get it within WaitTimeout). Answered 409 with Retry-After.
 	ErrLocked = errors.New("echomw: resource locked")
 
-	// ErrInvalidParam: a locked route parameter is empty, too long, or has
-	// braces or control characters. Answered 400.
+	// ErrInvalidParam: a locked route parameter is empty, too long, not
+	// validly percent-encoded, or has braces or control characters once
+	// decoded. Answered 400.
 	ErrInvalidParam = errors.New("echomw: invalid route parameter")
 
 	// ErrLockLost: ParamLock's lease was lost while the handler ran; the

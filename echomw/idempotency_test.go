@@ -263,3 +263,40 @@ func TestConfigErrorsDoNotPanic(t *testing.T) {
 		isProblem(t, rec, http.StatusInternalServerError, httpidem.CodeMisconfigured)
 	}
 }
+
+// TestTypedNilStore: a nil *httpidem.MemoryStore or *httpidem.RedisStore is
+// the configuration error of a nil Store, from ToMiddleware and as a 500
+// from the no-panic constructors — never a nil-pointer panic.
+func TestTypedNilStore(t *testing.T) {
+	e := echo.New()
+	ok := func(c echo.Context) error { return c.NoContent(http.StatusOK) }
+	_, wantIdem := echomw.IdempotencyConfig{}.ToMiddleware()
+	_, wantDaily := echomw.DailyConfig{Scope: "vote", IdentifierExtractor: tenant}.ToMiddleware()
+	if !errors.Is(wantIdem, httpidem.ErrInvalidConfig) || !errors.Is(wantDaily, httpidem.ErrInvalidConfig) {
+		t.Fatalf("nil Store: %v, %v", wantIdem, wantDaily)
+	}
+	for name, store := range map[string]httpidem.Store{
+		"*MemoryStore": (*httpidem.MemoryStore)(nil),
+		"*RedisStore":  (*httpidem.RedisStore)(nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := (echomw.IdempotencyConfig{Store: store}).ToMiddleware(); err == nil || err.Error() != wantIdem.Error() {
+				t.Errorf("Idempotency: %v, want %v", err, wantIdem)
+			}
+			if _, err := (echomw.DailyConfig{Store: store, Scope: "vote", IdentifierExtractor: tenant}).ToMiddleware(); err == nil || err.Error() != wantDaily.Error() {
+				t.Errorf("Daily: %v, want %v", err, wantDaily)
+			}
+			for mwName, mw := range map[string]echo.MiddlewareFunc{
+				"idempotency": echomw.Idempotency(store),
+				"daily":       echomw.Daily(store, "vote", tenant),
+			} {
+				rec := httptest.NewRecorder()
+				err := mw(ok)(e.NewContext(newRequest("POST", "/x", "", withKey("k"), withTenant("A")), rec))
+				if !errors.Is(err, httpidem.ErrInvalidConfig) {
+					t.Errorf("%s: %v", mwName, err)
+				}
+				isProblem(t, rec, http.StatusInternalServerError, httpidem.CodeMisconfigured)
+			}
+		})
+	}
+}

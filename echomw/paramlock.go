@@ -44,6 +44,16 @@ type ParamLockConfig struct {
 	// Name is the lock's name, to which the parameter values are added. ""
 	// : the route template, c.Path() ("/sku/:sku/deduct") — never the raw
 	// URL. Give two routes the same Name to make them exclude each other.
+	//
+	// The lock key is "<Name>|<param>=<value>|...". Each value is decoded
+	// as the request meant it (/sku/%41 is /sku/A; a value that cannot be
+	// decoded answers 400), and '%', '|', '=' and ':' in the parameter
+	// names and values are percent-encoded: two tuples of values never
+	// share a lock, and a lock name cut at the key's first ':' (package
+	// otel's default) comes from Name or the route template only, never
+	// from a client's value — "_OTHER" when Name has no ':'; cut at the
+	// first '|' instead to name locks by their whole Name (see
+	// otel.WithLockName).
 	Name string
 
 	// TTL is the lease length; the lease is renewed every TTL/3 while the
@@ -57,7 +67,7 @@ type ParamLockConfig struct {
 	// RetryAfter is the Retry-After of a 409. 0: one second.
 	RetryAfter time.Duration
 
-	// MaxValueLength caps each parameter value, in bytes. 0:
+	// MaxValueLength caps each parameter value, decoded, in bytes. 0:
 	// DefaultMaxValueLength (128).
 	MaxValueLength int
 
@@ -170,7 +180,15 @@ func validValue(v string) bool {
 	return true
 }
 
-// lockName builds "<name>|<param>=<value>|..." from the route.
+// keySeps are the bytes escaped in the parameter names and values of a
+// lock key: its separators, and ':' so that a lock name taken from the
+// key's part before its first ':' (otel.DefaultLockName) never holds a
+// value.
+const keySeps = "|=:"
+
+// lockName builds "<name>|<param>=<value>|..." from the route, the values
+// decoded (paramValue) and, like the parameter names, with '%' and
+// keySeps percent-encoded.
 func (pl *paramLock) lockName(c echo.Context) (name, key string, p *httpidem.Problem) {
 	name = pl.cfg.Name
 	if name == "" {
@@ -185,16 +203,25 @@ func (pl *paramLock) lockName(c echo.Context) (name, key string, p *httpidem.Pro
 		if !slices.Contains(c.ParamNames(), param) {
 			return name, "", misconfiguredProblem(fmt.Errorf("%w: route %s has no parameter %q", ErrInvalidConfig, c.Path(), param))
 		}
-		v := c.Param(param)
+		v, err := paramValue(c, c.Param(param))
+		if err != nil {
+			return name, "", &httpidem.Problem{Status: http.StatusBadRequest, Code: httpidem.CodeBadRequest,
+				Detail: fmt.Sprintf("parameter %s is not validly percent-encoded", param),
+				Err:    fmt.Errorf("%w: %s: %w", ErrInvalidParam, param, err)}
+		}
 		if v == "" || len(v) > pl.cfg.MaxValueLength || !validValue(v) {
 			return name, "", &httpidem.Problem{Status: http.StatusBadRequest, Code: httpidem.CodeBadRequest,
 				Detail: fmt.Sprintf("parameter %s must be 1 to %d bytes without braces or control characters", param, pl.cfg.MaxValueLength),
 				Err:    fmt.Errorf("%w: %s", ErrInvalidParam, param)}
 		}
 		b.WriteByte('|')
-		b.WriteString(param)
+		b.WriteString(escapeParam(param, keySeps))
 		b.WriteByte('=')
-		b.WriteString(v)
+		b.WriteString(escapeParam(v, keySeps))
+	}
+	if b.Len() > core.MaxKeyLen {
+		return name, "", &httpidem.Problem{Status: http.StatusBadRequest, Code: httpidem.CodeBadRequest,
+			Detail: "the parameters are too long", Err: fmt.Errorf("%w: lock key of %d bytes", ErrInvalidParam, b.Len())}
 	}
 	return name, b.String(), nil
 }

@@ -244,3 +244,93 @@ func TestParamLockBackendDown(t *testing.T) {
 	e.POST("/sku/:sku/deduct", func(c echo.Context) error { return c.NoContent(http.StatusOK) }, echomw.ParamLock(locks, "sku"))
 	isProblem(t, serve(e, "POST", "/sku/1/deduct", ""), http.StatusServiceUnavailable, httpidem.CodeStoreUnavailable)
 }
+
+// holdWhile serves target on e in the background with X-Slow set, returns
+// once its handler runs (holding its lock), and a func that lets it finish
+// and returns its status.
+func holdWhile(t *testing.T, e *echo.Echo, started <-chan struct{}, release chan<- struct{}, target string) func() int {
+	t.Helper()
+	done := make(chan int, 1)
+	go func() { done <- serve(e, "POST", target, "", withHeader("X-Slow", "1")).Code }()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: handler never ran", target)
+	}
+	return func() int {
+		release <- struct{}{}
+		return <-done
+	}
+}
+
+// slowRoute registers path with ParamLock(params) and a handler that, for
+// requests with X-Slow, signals started and waits for release.
+func slowRoute(e *echo.Echo, locks *core.Client, path string, params ...string) (started chan struct{}, release chan struct{}) {
+	started, release = make(chan struct{}, 1), make(chan struct{})
+	e.POST(path, func(c echo.Context) error {
+		if c.Request().Header.Get("X-Slow") != "" {
+			started <- struct{}{}
+			<-release
+		}
+		return c.NoContent(http.StatusOK)
+	}, echomw.ParamLock(locks, params...))
+	return started, release
+}
+
+// TestParamLockDecodesValues: /sku/A, /sku/%41 and /sku/%61 name SKUs as
+// the request means them, so the first two take one lock — two handlers
+// never work on SKU A at once — and an undecodable value is a 400.
+func TestParamLockDecodesValues(t *testing.T) {
+	eachLocker(t, func(t *testing.T, locks *core.Client, _ *miniredis.Miniredis) {
+		e := echo.New()
+		started, release := slowRoute(e, locks, "/sku/:sku", "sku")
+		finish := holdWhile(t, e, started, release, "/sku/A")
+		isProblem(t, serve(e, "POST", "/sku/%41", ""), http.StatusConflict, echomw.CodeLocked)
+		if w := serve(e, "POST", "/sku/%61", ""); w.Code != http.StatusOK {
+			t.Errorf("/sku/%%61 (SKU a) while A is held: %d", w.Code)
+		}
+		if code := finish(); code != http.StatusOK {
+			t.Fatalf("holder: %d", code)
+		}
+
+		finish = holdWhile(t, e, started, release, "/sku/%41")
+		isProblem(t, serve(e, "POST", "/sku/A", ""), http.StatusConflict, echomw.CodeLocked)
+		finish()
+
+		// Echo routes on URL.RawPath when it is set; one that does not
+		// decode is a bad request, not a lock of its own.
+		r := newRequest("POST", "/sku/x", "")
+		r.URL.RawPath = "/sku/%zz"
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, r)
+		isProblem(t, w, http.StatusBadRequest, httpidem.CodeBadRequest)
+	})
+}
+
+// TestParamLockValuesJoinUnambiguously: values holding the key's
+// separators ('|', '=', ':', '%') cannot make two tuples share a lock.
+func TestParamLockValuesJoinUnambiguously(t *testing.T) {
+	eachLocker(t, func(t *testing.T, locks *core.Client, _ *miniredis.Miniredis) {
+		e := echo.New()
+		started, release := slowRoute(e, locks, "/pair/:a/:b", "a", "b")
+		pairs := [][2]string{ // each held, then the other of its row tried
+			{"/pair/1%7Cb=2/3", "/pair/1/2%7Cb=3"},
+			{"/pair/1|b=2/3", "/pair/1/2|b=3"},
+			{"/pair/x%3D/y", "/pair/x/%3Dy"},
+			{"/pair/%2525/x", "/pair/%25/x"},
+		}
+		for _, p := range pairs {
+			finish := holdWhile(t, e, started, release, p[0])
+			if w := serve(e, "POST", p[1], ""); w.Code != http.StatusOK {
+				t.Errorf("%s while %s is held: %d %s", p[1], p[0], w.Code, w.Body)
+			}
+			if code := finish(); code != http.StatusOK {
+				t.Fatalf("holder %s: %d", p[0], code)
+			}
+		}
+		// The same tuple, spelt differently, is the same lock.
+		finish := holdWhile(t, e, started, release, "/pair/1%7Cb=2/3")
+		isProblem(t, serve(e, "POST", "/pair/1|b=2/3", ""), http.StatusConflict, echomw.CodeLocked)
+		finish()
+	})
+}

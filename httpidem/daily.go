@@ -16,7 +16,8 @@ type DailyConfig struct {
 	// Skipper returns true for requests passed through untouched. nil: none.
 	Skipper func(r *http.Request) bool
 
-	// Store keeps the claims. Required.
+	// Store keeps the claims. Required: nil, or a nil *RedisStore or
+	// *MemoryStore, is ErrInvalidConfig.
 	Store Store
 
 	// Scope names what is limited ("vote", "checkin", "read"): 1 to 64

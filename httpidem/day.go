@@ -57,10 +57,16 @@ func (d Day) Before(e Day) bool {
 }
 
 // Start returns the first instant of d in loc (nil: UTC). That is local
-// midnight, computed with time.Date, except where midnight does not exist —
-// a DST change at 00:00, as in America/Santiago, where the clock jumps from
-// 23:59:59 to 01:00 — and time.Date answers an instant of the day before:
-// then Start is the moment of the change, the first instant that is d.
+// midnight, computed with time.Date, except where midnight does not exist
+// or exists twice:
+//
+//   - a DST change at 00:00, as in America/Santiago, where the clock jumps
+//     from 23:59:59 to 01:00 and time.Date answers an instant of the day
+//     before: then Start is the moment of the change, the first instant
+//     that is d;
+//   - a change back from 01:00 to 00:00, as in Asia/Amman on 2014-10-31
+//     or Antarctica/Vostok (02:00 to 00:00) on 2023-12-18, where time.Date
+//     may answer the second midnight: then Start is the first one.
 func (d Day) Start(loc *time.Location) time.Time {
 	if loc == nil {
 		loc = time.UTC
@@ -75,6 +81,26 @@ func (d Day) Start(loc *time.Location) time.Time {
 			break
 		}
 		t = end
+	}
+	// A repeated midnight: the instant before t's zone period began is on
+	// d too, so d began in an earlier period — at its local midnight, or at
+	// its start if midnight was skipped into it (then look further back).
+	for i := 0; i < 4; i++ {
+		start, _ := t.ZoneBounds()
+		if start.IsZero() { // the zone's first period: nothing before it
+			break
+		}
+		prev := start.Add(-time.Nanosecond)
+		if DayOf(prev, loc) != d {
+			break
+		}
+		_, offset := prev.Zone()
+		pstart, _ := prev.ZoneBounds()
+		m := time.Date(d.Year, d.Month, d.Day, 0, 0, 0, 0, time.UTC).Add(-time.Duration(offset) * time.Second)
+		if !pstart.IsZero() && m.Before(pstart) {
+			m = pstart
+		}
+		t = m.In(loc)
 	}
 	return t
 }

@@ -44,6 +44,21 @@ func TestDayStartAndLength(t *testing.T) {
 		{"UTC-12", "Etc/GMT+12", "2026-01-01", "2026-01-01T12:00:00Z", 24 * time.Hour},
 		{"Feb 29", "UTC", "2028-02-29", "2028-02-29T00:00:00Z", 24 * time.Hour},
 		{"Dec 31", "Asia/Tokyo", "2026-12-31", "2026-12-30T15:00:00Z", 24 * time.Hour},
+		// Midnight twice: the clock goes back from 01:00 (02:00) to 00:00.
+		// The day starts at the first midnight; the day before ends there.
+		{"repeated midnight, Amman 2014 (25h)", "Asia/Amman", "2014-10-31", "2014-10-30T21:00:00Z", 25 * time.Hour},
+		{"day before, Amman 2014", "Asia/Amman", "2014-10-30", "2014-10-29T21:00:00Z", 24 * time.Hour},
+		{"repeated midnight, Amman 2020 (25h)", "Asia/Amman", "2020-10-30", "2020-10-29T21:00:00Z", 25 * time.Hour},
+		{"day before, Amman 2020", "Asia/Amman", "2020-10-29", "2020-10-28T21:00:00Z", 24 * time.Hour},
+		{"repeated midnight, Gaza 2015 (25h)", "Asia/Gaza", "2015-10-23", "2015-10-22T21:00:00Z", 25 * time.Hour},
+		{"repeated midnight, Hebron 2020 (25h)", "Asia/Hebron", "2020-10-24", "2020-10-23T21:00:00Z", 25 * time.Hour},
+		{"repeated midnight, Vostok 2023 (26h)", "Antarctica/Vostok", "2023-12-18", "2023-12-17T17:00:00Z", 26 * time.Hour},
+		{"day before, Vostok 2023", "Antarctica/Vostok", "2023-12-17", "2023-12-16T17:00:00Z", 24 * time.Hour},
+		{"repeated midnight, Davis 2009 (26h)", "Antarctica/Davis", "2009-10-18", "2009-10-17T17:00:00Z", 26 * time.Hour},
+		{"repeated midnight, Chita 2014 (26h)", "Asia/Chita", "2014-10-26", "2014-10-25T14:00:00Z", 26 * time.Hour},
+		{"Berlin spring forward (23h)", "Europe/Berlin", "2026-03-29", "2026-03-28T23:00:00Z", 23 * time.Hour},
+		{"Berlin fall back (25h)", "Europe/Berlin", "2026-10-25", "2026-10-24T22:00:00Z", 25 * time.Hour},
+		{"Sydney fall back (25h)", "Australia/Sydney", "2026-04-05", "2026-04-04T13:00:00Z", 25 * time.Hour},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

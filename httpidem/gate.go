@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"fmt"
 	"time"
+
+	"github.com/latchkey/latchkey/internal/nilness"
 )
 
 // DefaultGrace is how long a claim outlives its day when DailyConfig.Grace
@@ -43,7 +45,7 @@ type Gate struct {
 func NewGate(cfg DailyConfig) (*Gate, error) {
 	g := &Gate{store: cfg.Store, scope: cfg.Scope, loc: cfg.Location, grace: cfg.Grace, now: cfg.Clock}
 	switch {
-	case cfg.Store == nil:
+	case nilness.IsNil(cfg.Store): // (*RedisStore)(nil) too: no panic in Err
 		return nil, fmt.Errorf("%w: nil Store", ErrInvalidConfig)
 	case !validScope(cfg.Scope):
 		return nil, fmt.Errorf("%w: Scope %q: want 1 to %d bytes of [A-Za-z0-9._-]", ErrInvalidConfig, cfg.Scope, maxScopeLen)

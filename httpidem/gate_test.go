@@ -61,6 +61,11 @@ func TestGateAcrossLocalDays(t *testing.T) {
 		{"UTC-12", "Etc/GMT+12", "2026-01-01T11:59:00Z", "2025-12-31", "2026-01-01T12:00:00Z"},
 		{"Feb 29", "UTC", "2028-02-29T23:59:30Z", "2028-02-29", "2028-03-01T00:00:00Z"},
 		{"Dec 31 to Jan 1", "Asia/Tokyo", "2026-12-31T14:59:00Z", "2026-12-31", "2026-12-31T15:00:00Z"},
+		// Midnight twice (01:00 back to 00:00): the day ends at the first.
+		{"repeated midnight (Amman 2014)", "Asia/Amman", "2014-10-30T20:30:00Z", "2014-10-30", "2014-10-30T21:00:00Z"},
+		{"repeated midnight (Amman 2020)", "Asia/Amman", "2020-10-29T20:30:00Z", "2020-10-29", "2020-10-29T21:00:00Z"},
+		{"repeated midnight (Gaza 2015)", "Asia/Gaza", "2015-10-22T20:30:00Z", "2015-10-22", "2015-10-22T21:00:00Z"},
+		{"repeated midnight (Vostok 2023, 2h)", "Antarctica/Vostok", "2023-12-17T16:30:00Z", "2023-12-17", "2023-12-17T17:00:00Z"},
 	}
 	const grace = time.Hour
 	for _, c := range cases {

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/latchkey/latchkey/internal/nilness"
 )
 
 // completeTimeout bounds storing a record and releasing a lease, which run
@@ -42,7 +44,7 @@ type Guard struct {
 // ErrInvalidConfig.
 func NewGuard(cfg IdempotencyConfig) (*Guard, error) {
 	d := DefaultIdempotencyConfig
-	if cfg.Store == nil {
+	if nilness.IsNil(cfg.Store) { // (*MemoryStore)(nil) too: no panic in Err
 		return nil, fmt.Errorf("%w: nil Store", ErrInvalidConfig)
 	}
 	if e, ok := cfg.Store.(interface{ Err() error }); ok && e.Err() != nil {

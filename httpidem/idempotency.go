@@ -16,7 +16,8 @@ type IdempotencyConfig struct {
 	// untouched. nil: none (Methods still applies).
 	Skipper func(r *http.Request) bool
 
-	// Store keeps leases and records. Required.
+	// Store keeps leases and records. Required: nil, or a nil *RedisStore
+	// or *MemoryStore, is ErrInvalidConfig.
 	Store Store
 
 	// Principal returns who is calling — a user, tenant or API-key ID —

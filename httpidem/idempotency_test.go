@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/latchkey/latchkey/httpidem"
+	"github.com/redis/go-redis/v9"
 )
 
 // mw builds the Idempotency middleware around h, failing on config errors.
@@ -299,4 +300,35 @@ func TestRequestContextIsDerived(t *testing.T) {
 		}
 	}))
 	do(h, "POST", "/x", "b", withKey("k"), withTenant("A"), withContext(context.WithValue(context.Background(), ctxKey{}, "v")))
+}
+
+// TestTypedNilStore: a nil *MemoryStore or *RedisStore in a config is the
+// same configuration error as a nil Store — never a nil-pointer panic in
+// NewGuard, NewGate or the no-panic middleware constructors.
+func TestTypedNilStore(t *testing.T) {
+	_, wantGuard := httpidem.NewGuard(httpidem.IdempotencyConfig{})
+	_, wantGate := httpidem.NewGate(httpidem.DailyConfig{Scope: "vote"})
+	if !errors.Is(wantGuard, httpidem.ErrInvalidConfig) || !errors.Is(wantGate, httpidem.ErrInvalidConfig) {
+		t.Fatalf("nil Store: %v, %v", wantGuard, wantGate)
+	}
+	for name, store := range map[string]httpidem.Store{
+		"*MemoryStore": (*httpidem.MemoryStore)(nil),
+		"*RedisStore":  (*httpidem.RedisStore)(nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := httpidem.NewGuard(httpidem.IdempotencyConfig{Store: store}); err == nil || err.Error() != wantGuard.Error() {
+				t.Errorf("NewGuard: %v, want %v", err, wantGuard)
+			}
+			if _, err := httpidem.NewGate(httpidem.DailyConfig{Store: store, Scope: "vote"}); err == nil || err.Error() != wantGate.Error() {
+				t.Errorf("NewGate: %v, want %v", err, wantGate)
+			}
+			idem := httpidem.Idempotency(httpidem.IdempotencyConfig{Store: store})(http.NotFoundHandler())
+			problem(t, do(idem, "POST", "/", "", withKey("k")), http.StatusInternalServerError, httpidem.CodeMisconfigured)
+			daily := httpidem.Daily(httpidem.DailyConfig{Store: store, Scope: "vote", Subject: user})(http.NotFoundHandler())
+			problem(t, do(daily, "POST", "/", "", withUser("u1")), http.StatusInternalServerError, httpidem.CodeMisconfigured)
+		})
+	}
+	if got, want := httpidem.NewRedisStore((*redis.Client)(nil)).Err(), httpidem.NewRedisStore(nil).Err(); got == nil || got.Error() != want.Error() {
+		t.Errorf("NewRedisStore((*redis.Client)(nil)).Err() = %v, want %v", got, want)
+	}
 }

@@ -5,10 +5,10 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/nilness"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -47,7 +47,7 @@ type RedisStore struct {
 func NewRedisStore(rdb redis.UniversalClient, opts ...StoreOption) *RedisStore {
 	cfg := newStoreConfig(opts)
 	s := &RedisStore{b: base{prefix: cfg.prefix, err: cfg.err}}
-	if isNil(rdb) && s.b.err == nil {
+	if nilness.IsNil(rdb) && s.b.err == nil {
 		s.b.err = fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
 	if s.b.err != nil {
@@ -60,14 +60,6 @@ func NewRedisStore(rdb redis.UniversalClient, opts ...StoreOption) *RedisStore {
 	}
 	s.b.kv = redisKV{rdb: rdb}
 	return s
-}
-
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // Err returns the configuration error every call fails with, or nil.

@@ -2,13 +2,17 @@ package otel_test
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/echomw"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -85,5 +89,45 @@ func TestParamLockSpans(t *testing.T) {
 	}
 	if got := tel.value(t, "latchkey.lock.operation.duration", attribute.String("latchkey.operation.name", "acquire")); got < 3 {
 		t.Errorf("%v acquisitions measured by core", got)
+	}
+}
+
+// TestParamLockCardinality: ParamLock's lock names under the default
+// WithLockName come from its Name or route template only: parameter
+// values with ':' in them (clients choose them) make no series of their
+// own.
+func TestParamLockCardinality(t *testing.T) {
+	tel := newTelemetry(t)
+	locks := core.NewMemory(core.WithObserver(tel.inst))
+	t.Cleanup(func() { locks.Close() })
+	e := echo.New()
+	ok := func(c echo.Context) error { return c.NoContent(http.StatusNoContent) }
+	e.POST("/files/*", ok, echomw.ParamLock(locks, "*"))
+	e.POST("/stock/:sku", ok, echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locker: locks, Params: []string{"sku"}, Name: "stock"}))
+	e.POST("/sku/:sku", ok, echomw.ParamLock(locks, "sku"))
+	for i := range 50 {
+		for _, target := range []string{
+			fmt.Sprintf("/files/u%d:x", i), fmt.Sprintf("/files/u%d%%3Ax", i),
+			fmt.Sprintf("/stock/u%d:x", i), fmt.Sprintf("/sku/u%d:x", i),
+		} {
+			w := httptest.NewRecorder()
+			e.ServeHTTP(w, httptest.NewRequest("POST", target, nil))
+			if w.Code != http.StatusNoContent {
+				t.Fatalf("%s: %d", target, w.Code)
+			}
+		}
+	}
+	names := map[string]bool{}
+	for metric, m := range tel.collect(t) {
+		if !strings.HasPrefix(metric, "latchkey.lock.") {
+			continue
+		}
+		for _, p := range points(m) {
+			v, _ := p.attrs.Value(name)
+			names[v.AsString()] = true
+		}
+	}
+	if len(names) != 2 || !names["_OTHER"] || !names["/sku/"] {
+		t.Errorf("lock names %v, want _OTHER (Name \"stock\", /files/*) and /sku/ (the route's part before ':')", slices.Sorted(maps.Keys(names)))
 	}
 }

@@ -2,11 +2,11 @@ package temporallock
 
 import (
 	"fmt"
-	"reflect"
 	"slices"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/latchkey/latchkey/internal/nilness"
 	"go.temporal.io/sdk/activity"
 )
 
@@ -17,9 +17,10 @@ import (
 //
 // T is the type of the activity function's first parameter after the
 // context, as declared (a struct or a pointer to one). If an activity of
-// that type has no first argument of type T (a nil pointer counts as
-// none), or field returns "", the key is empty and the activity fails with
-// ErrTypeInvalidKey rather than run unlocked. A nil field does the same.
+// that type has no first argument of type T (a nil pointer, map or slice
+// counts as none), or field returns "", the key is empty and the activity
+// fails with ErrTypeInvalidKey rather than run unlocked. A nil field does
+// the same.
 //
 //	temporallock.KeyByArg("Charge", func(in ChargeInput) string { return in.AccountID })
 func KeyByArg[T any](activityType string, field func(arg T) string) KeyFunc {
@@ -31,7 +32,7 @@ func KeyByArg[T any](activityType string, field func(arg T) string) KeyFunc {
 			return "", true
 		}
 		arg, ok := args[0].(T)
-		if !ok || isNilPointer(arg) {
+		if !ok || nilness.IsNil(arg) {
 			return "", true
 		}
 		v := field(arg)
@@ -103,13 +104,4 @@ func validKey(key string) error {
 		}
 	}
 	return nil
-}
-
-// isNilPointer reports whether v is nil or a nil pointer.
-func isNilPointer(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
