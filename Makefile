@@ -41,7 +41,7 @@ soak:
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzKeyNames$$' -fuzztime $(FUZZTIME) ./core
-	$(GO) test -run '^$$' -fuzz '^FuzzIdempotencyKey$$' -fuzztime $(FUZZTIME) ./httpidem
+	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) ./httpidem
 
 ## test-temporal: temporallock against a real Temporal server run in-process
 ## (its own module: the server is a large dependency tree; no -race, whose

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/latchkey/latchkey/internal/errjoin"
 )
 
 // A Client takes locks on one backend: a Redis server, Sentinel group or
@@ -22,6 +24,7 @@ type Client struct {
 
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
+	attempts  sync.RWMutex // read-held by each acquisition attempt; Close waits for them
 }
 
 func newClient(opts []Option) *Client {
@@ -72,19 +75,23 @@ func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (se
 	if s.ttl < time.Millisecond {
 		return settings{}, fmt.Errorf("%w: %v (want at least 1ms)", ErrInvalidTTL, s.ttl)
 	}
+	// Redis counts whole milliseconds: a lease is never believed longer
+	// than the server keeps it.
+	s.ttl = s.ttl.Truncate(time.Millisecond)
 	if s.margin >= s.ttl {
 		return settings{}, fmt.Errorf("%w: drift margin %v is not below the ttl %v", ErrInvalidOption, s.margin, s.ttl)
 	}
-	if err := ctx.Err(); err != nil {
-		return settings{}, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, context.Cause(ctx))
+	if ctx.Err() != nil { // never reached the server: not contention
+		return settings{}, fmt.Errorf("core: acquire %q: %w", key, context.Cause(ctx))
 	}
 	return s, nil
 }
 
 // TryLock makes one attempt to acquire key. It returns ErrNotAcquired if
 // someone else holds it, and the backend's error (never ErrNotAcquired) if
-// the backend failed. If ctx carries a lease of key from this Client (see
-// Lock.WithContext), TryLock re-enters it.
+// the attempt did not get an answer — with ctx's error too when ctx ended
+// first, so errors.Is finds both. If ctx carries a lease of key from this
+// Client (see Lock.WithContext), TryLock re-enters it.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	return c.acquire(ctx, key, opts, false)
 }
@@ -94,8 +101,11 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 // no later than the holder's expiry) and then tries again. The wait ends
 // with ctx, WithWaitTimeout or WithRetryBudget; the error then matches
 // ErrNotAcquired and the cause (context.DeadlineExceeded, context.Canceled).
-// A backend failure ends it at once with the backend's error. If ctx
-// carries a lease of key from this Client, Lock re-enters it.
+// WithWaitTimeout bounds the whole call, the first attempt included. A
+// backend failure ends it at once with the backend's error (never
+// ErrNotAcquired: an attempt that got no answer says nothing about
+// contention). If ctx carries a lease of key from this Client, Lock
+// re-enters it.
 func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	return c.acquire(ctx, key, opts, true)
 }
@@ -105,6 +115,12 @@ func (c *Client) acquire(ctx context.Context, key string, opts []LockOption, wai
 	s, err := c.prepare(ctx, key, opts)
 	if err != nil {
 		return nil, err
+	}
+	if wait && s.waitTimeout > 0 { // the bound covers the first attempt too
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, s.waitTimeout,
+			fmt.Errorf("wait timeout %v: %w", s.waitTimeout, context.DeadlineExceeded))
+		defer cancel()
 	}
 	var st acquireStats
 	if obs := c.cfg.observer; obs != nil {
@@ -150,12 +166,6 @@ type acquireStats struct {
 
 // wait is Lock's slow path: the key was held at the first attempt.
 func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *settings, holderTTL time.Duration, st *acquireStats) (*Lock, error) {
-	var expired <-chan time.Time
-	if s.waitTimeout > 0 {
-		t := time.NewTimer(s.waitTimeout)
-		defer t.Stop()
-		expired = t.C
-	}
 	fail := func(cause error) (*Lock, error) {
 		return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, cause)
 	}
@@ -183,8 +193,6 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 			case <-timer.C:
 			case <-ctx.Done():
 				return fail(context.Cause(ctx))
-			case <-expired:
-				return fail(fmt.Errorf("wait timeout %v: %w", s.waitTimeout, context.DeadlineExceeded))
 			case <-c.done:
 				return nil, ErrClosed
 			}
@@ -198,6 +206,9 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 		st.attempts++
 		h, ttl, err := c.attempt(ctx, key, n, tok, s, true)
 		if err != nil {
+			if ctx.Err() != nil { // the wait ended during a retry: the key was held at the last answer
+				return fail(context.Cause(ctx))
+			}
 			return nil, err
 		}
 		if h != nil {
@@ -242,11 +253,27 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 	if s.metadata != "" {
 		value = tok + "|" + s.metadata
 	}
+	// Close waits for attempts under way before it closes the backend, so
+	// that their leases are registered (and released by Close) or given
+	// back here.
+	c.attempts.RLock()
+	defer c.attempts.RUnlock()
+	select {
+	case <-c.done:
+		return nil, 0, ErrClosed
+	default:
+	}
 	start := time.Now()
 	r, err := c.be.acquire(ctx, n, tok, value, s.ttl, s.fair, enqueue)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, errors.Join(context.Cause(ctx), err))
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+			err = errjoin.Join(err, cause)
+		}
+		// The script may have run before the call failed (a timeout after
+		// the send): take back whatever this token may hold, so the key is
+		// not stranded until its TTL.
+		if s.token == "" { // a token of its own: nobody else's lease is touched
+			c.forget(context.WithoutCancel(ctx), n, tok)
 		}
 		return nil, 0, fmt.Errorf("core: acquire %q: %w", key, err)
 	}
@@ -264,6 +291,19 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 	return &Lock{l: l}, 0, nil
 }
 
+// forget releases, in the background and bounded, a lease an acquisition
+// that failed may have left under its fresh token.
+func (c *Client) forget(ctx context.Context, n names, tok string) {
+	f := func() {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, _ = c.be.release(ctx, n, tok)
+	}
+	if !c.wd.goCounted(f) {
+		f()
+	}
+}
+
 // Do acquires key like Lock, runs fn with a context that carries the lease
 // (nested lock calls of key re-enter it), and releases the lock when fn
 // returns or panics. If the lease is lost while fn runs, fn's context is
@@ -279,13 +319,14 @@ func (c *Client) Do(ctx context.Context, key string, fn func(context.Context) er
 		return err
 	}
 	runCtx, cancel := context.WithCancelCause(h.WithContext(ctx))
-	h.l.notifyLost(cancel)
+	stop := h.l.notifyLost(cancel)
 	defer func() {
+		stop()
 		cancel(nil)
 		relErr := h.Release(ctx)
 		if lost := h.Err(); lost != nil {
 			if !errors.Is(err, ErrLost) {
-				err = errors.Join(err, lost)
+				err = errjoin.Join(err, lost)
 			}
 			return
 		}
@@ -293,7 +334,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(context.Context) er
 			// It expired between renewals without the watchdog noticing yet.
 			relErr = lostError(key, relErr)
 		}
-		err = errors.Join(err, relErr)
+		err = errjoin.Join(err, relErr)
 	}()
 	return fn(runCtx)
 }
@@ -330,6 +371,8 @@ func (c *Client) Close() error {
 	}
 	c.closeOnce.Do(func() {
 		close(c.done)
+		c.attempts.Lock() // attempts under way finish; later ones see done
+		c.attempts.Unlock()
 		kept := c.wd.shutdown()
 		c.nt.close()
 		for _, l := range kept {
@@ -340,11 +383,20 @@ func (c *Client) Close() error {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 32) // releases in parallel, a few at a time
 		for _, l := range kept {
-			if l.autoRenew { // a lease without renewal keeps the TTL its holder chose
-				c.releaseQuietly(ctx, l)
+			if !l.autoRenew { // a lease without renewal keeps the TTL its holder chose
+				continue
 			}
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				c.releaseQuietly(ctx, l)
+			}()
 		}
+		wg.Wait()
 		c.wd.wait()
 		c.be.close()
 	})

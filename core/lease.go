@@ -39,8 +39,9 @@ type lease struct {
 	renewErr  error       // the failure of the renewals since the last success
 	lostErr   error       // non-nil once lost
 	lostCh    chan struct{}
-	signaled  bool          // lostCh is (to be) closed
-	onLost    []func(error) // called once when lost (Do's cancel)
+	signaled  bool                // lostCh is (to be) closed
+	onLost    map[int]func(error) // called once when lost (Do's cancel)
+	nextOn    int
 
 	// healMu orders a Redlock heal (re-creating the lease on a node that
 	// lost it) before the release: a heal runs only while the lease is not
@@ -128,7 +129,9 @@ func (l *lease) markLost(cause error) {
 
 // lose is markLost with l.mu held (it unlocks it): the loss is recorded in
 // the same critical section that decided it, so no confirmation can slip in
-// between.
+// between. The holder is told first (Lost closes, Do's context is
+// cancelled); the observer hears of it after, so that no observer can delay
+// the signal.
 func (l *lease) lose(cause error) {
 	l.lostErr = cause
 	fns := l.onLost
@@ -136,13 +139,6 @@ func (l *lease) lose(cause error) {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
-	l.mu.Unlock()
-	// The observer hears of it first, so that a holder woken by Lost sees
-	// the loss already recorded in its trace.
-	if obs := l.c.cfg.observer; obs != nil {
-		obs.LeaseLost(l.key, l.fence, time.Since(l.start), cause)
-	}
-	l.mu.Lock()
 	l.signaled = true
 	if l.lostCh != nil {
 		close(l.lostCh)
@@ -151,18 +147,40 @@ func (l *lease) lose(cause error) {
 	for _, f := range fns {
 		f(cause)
 	}
+	if obs := l.c.cfg.observer; obs != nil {
+		obs.LeaseLost(l.key, l.fence, time.Since(l.start), cause)
+	}
 }
 
-// notifyLost calls f when l is lost (at once if it already is).
-func (l *lease) notifyLost(f func(error)) {
+// notifyLost calls f when l is lost (at once if it already is). The
+// returned func unregisters f (Do calls it when its callback returns, so
+// nested Do calls on one lease do not pile up).
+func (l *lease) notifyLost(f func(error)) (stop func()) {
 	l.mu.Lock()
 	if err := l.lostErr; err != nil {
 		l.mu.Unlock()
 		f(err)
-		return
+		return func() {}
 	}
-	l.onLost = append(l.onLost, f)
+	if l.onLost == nil {
+		l.onLost = make(map[int]func(error))
+	}
+	id := l.nextOn
+	l.nextOn++
+	l.onLost[id] = f
 	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		delete(l.onLost, id)
+		l.mu.Unlock()
+	}
+}
+
+// ttlNow returns the TTL the lease's renewals ask for.
+func (l *lease) ttlNow() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ttl
 }
 
 // live reports whether l is neither released nor lost.

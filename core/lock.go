@@ -83,6 +83,7 @@ func (h *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ttl < time.Millisecond {
 		return fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
 	}
+	ttl = ttl.Truncate(time.Millisecond) // Redis counts whole milliseconds
 	h.mu.Lock()
 	released := h.released
 	h.mu.Unlock()

@@ -17,7 +17,9 @@ type Observer interface {
 	// background context.
 	OpStart(ctx context.Context, op Op, key string) (context.Context, func(OpResult))
 	// LeaseLost is called once when a held lease is lost, with the reason
-	// (an error matching ErrLost) and how long it had been held.
+	// (an error matching ErrLost) and how long it had been held — right
+	// after the holder was told (Lost closed, Do's context cancelled), so
+	// that no observer can delay the holder's signal.
 	LeaseLost(key string, fence int64, held time.Duration, cause error)
 }
 

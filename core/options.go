@@ -84,7 +84,8 @@ type lockOption func(*settings)
 
 // WithTTL sets the lease length (default DefaultTTL, 30 s). A lease that is
 // not renewed expires this long after it was acquired or last extended. A
-// TTL under one millisecond makes the lock calls fail with ErrInvalidTTL.
+// TTL under one millisecond makes the lock calls fail with ErrInvalidTTL; a
+// fraction of a millisecond is dropped (Redis counts whole milliseconds).
 func WithTTL(ttl time.Duration) SharedOption {
 	return sharedOption(func(s *settings) { s.ttl = ttl })
 }
@@ -170,9 +171,14 @@ func WithFair() SharedOption {
 // WithToken makes the acquisition use the given token instead of a fresh
 // random one. If the lease is currently held with this very token — by this
 // process or by another one that handed the token over — the acquisition
-// re-enters it: it succeeds at once, renews the TTL and returns the
-// lease's fence. The handles then share one lease, and the first Release
-// from any of them frees it. Tokens are 1 to MaxTokenLen bytes of ASCII
+// re-enters it: it succeeds at once, lengthens the lease to at least the
+// TTL (never shortens it) and returns the lease's fence (or, if the fence
+// counter expired meanwhile, a higher one). The handles then share the
+// server's lease, and the first Release from any of them frees it. Within
+// one Client the other handles of the token are told (Lost) before that
+// release reaches the server; in another process, a handle learns of it
+// only at its next renewal — so hand a token over to a process that takes
+// the work over, not to one that goes on sharing it. Tokens are 1 to MaxTokenLen bytes of ASCII
 // letters, digits and "-_.:". Use Lock.Token to obtain a token to hand over.
 func WithToken(token string) LockOption {
 	return lockOption(func(s *settings) {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -111,6 +112,13 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 	c.wd.remove(l)
 	l.healMu.Lock() // a heal under way finishes first (it sees released after)
 	l.healMu.Unlock()
+	// Leases of the same token in this Client (re-entered by WithToken)
+	// share the server's lease this release deletes: they are told first.
+	for _, t := range c.wd.twins(l) {
+		t.markLost(lostError(l.key, errors.New("released through another handle of its token")))
+		t.healMu.Lock()
+		t.healMu.Unlock()
+	}
 
 	if ctx.Done() != nil { // detach from the caller's cancellation
 		var cancel context.CancelFunc

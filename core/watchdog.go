@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -28,10 +29,10 @@ type watchdog struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	h       leaseHeap           // auto-renewed leases waiting for their next renewal
-	live    map[*lease]struct{} // every lease not yet released (for Close)
-	armedAt time.Time           // when the loop will look next (zero: idle)
-	kick    chan struct{}       // capacity 1: a lease is due before armedAt
+	h       leaseHeap            // auto-renewed leases waiting for their next renewal
+	live    map[leaseID][]*lease // every lease not yet released (Close, twins by token)
+	armedAt time.Time            // when the loop will look next (zero: idle)
+	kick    chan struct{}        // capacity 1: a lease is due before armedAt
 	started bool
 	stopped bool
 	stop    chan struct{}
@@ -49,27 +50,45 @@ const (
 func (w *watchdog) init(c *Client) {
 	w.c = c
 	w.ctx, w.cancel = context.WithCancel(context.Background())
-	w.live = make(map[*lease]struct{})
+	w.live = make(map[leaseID][]*lease)
 	w.kick = make(chan struct{}, 1)
 	w.stop = make(chan struct{})
 	w.done = make(chan struct{})
 }
 
+// A leaseID names a lease within a Client: its key and token.
+type leaseID struct{ key, token string }
+
 // add registers a new lease: its deadline timer starts, and an auto-renewed
 // one is scheduled for its first renewal. It reports false after shutdown.
 func (w *watchdog) add(l *lease) bool {
+	id := leaseID{l.key, l.token}
 	w.mu.Lock()
 	if w.stopped {
 		w.mu.Unlock()
 		return false
 	}
-	w.live[l] = struct{}{}
+	w.live[id] = append(w.live[id], l)
 	w.mu.Unlock()
 	l.arm()
 	if l.autoRenew {
 		return w.schedule(l, l.start.Add(l.ttl/3))
 	}
 	return true
+}
+
+// twins returns the other leases of l's key and token in this Client (a
+// re-entry by WithToken): one server lease, which l's release deletes.
+func (w *watchdog) twins(l *lease) []*lease {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []*lease
+	for _, t := range w.live[leaseID{l.key, l.token}] {
+		if t != l {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // schedule (re)places l in the heap at due. It reports false after shutdown.
@@ -79,7 +98,7 @@ func (w *watchdog) schedule(l *lease, due time.Time) bool {
 		w.mu.Unlock()
 		return false
 	}
-	if _, ok := w.live[l]; !ok { // released meanwhile
+	if !slices.Contains(w.live[leaseID{l.key, l.token}], l) { // released meanwhile
 		w.mu.Unlock()
 		return true
 	}
@@ -110,10 +129,49 @@ func (w *watchdog) schedule(l *lease, due time.Time) bool {
 	return true
 }
 
+// scheduleIdle schedules an auto-renewed lease that has no renewal under
+// way and none scheduled: after a late answer confirmed it while no retry
+// was left to send, it still needs its next renewal.
+func (w *watchdog) scheduleIdle(l *lease, due time.Time) {
+	l.mu.Lock()
+	idle := l.autoRenew && !l.renewing && !l.released && l.lostErr == nil
+	l.mu.Unlock()
+	if !idle {
+		return
+	}
+	w.mu.Lock()
+	scheduled := l.idx >= 0
+	w.mu.Unlock()
+	if !scheduled {
+		w.schedule(l, due)
+	}
+}
+
+// goCounted runs f in a goroutine that Close waits for; it reports false
+// (and runs nothing) once the Client is shutting down.
+func (w *watchdog) goCounted(f func()) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return false
+	}
+	w.calls.Add(1)
+	go func() {
+		defer w.calls.Done()
+		f()
+	}()
+	return true
+}
+
 // remove forgets a released lease.
 func (w *watchdog) remove(l *lease) {
 	w.mu.Lock()
-	delete(w.live, l)
+	id := leaseID{l.key, l.token}
+	if ls := slices.DeleteFunc(w.live[id], func(t *lease) bool { return t == l }); len(ls) > 0 {
+		w.live[id] = ls
+	} else {
+		delete(w.live, id)
+	}
 	if l.idx >= 0 {
 		heap.Remove(&w.h, l.idx)
 	}
@@ -127,9 +185,11 @@ func (w *watchdog) shutdown() []*lease {
 	w.stopped = true
 	started := w.started
 	kept := make([]*lease, 0, len(w.live))
-	for l := range w.live {
-		kept = append(kept, l)
-		l.idx = -1
+	for _, ls := range w.live {
+		for _, l := range ls {
+			kept = append(kept, l)
+			l.idx = -1
+		}
 	}
 	w.live, w.h = nil, nil
 	w.mu.Unlock()
@@ -333,6 +393,9 @@ func (c *Client) renewed(ctx context.Context, l *lease, sent time.Time, r *exten
 		return
 	}
 	if !current {
+		if r.err == nil && r.ok {
+			c.wd.scheduleIdle(l, sent.Add(l.ttlNow()/3))
+		}
 		return
 	}
 	l.mu.Lock()

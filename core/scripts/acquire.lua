@@ -11,6 +11,9 @@ if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
   end
-  return {2, tonumber(redis.call('GET', KEYS[2]) or '0')}
+  -- The lease's fence; if its counter expired meanwhile, a new, higher one.
+  local f = redis.call('GET', KEYS[2])
+  if not f then f = next_fence(KEYS[2], ARGV[4]) end
+  return {2, tonumber(f)}
 end
 return {0, redis.call('PTTL', KEYS[1])}

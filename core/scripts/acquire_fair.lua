@@ -25,7 +25,10 @@ if v then
     -- A claim of a grant, or a re-entry: never shorter than it was.
     redis.call('SET', KEYS[1], ARGV[2], 'PX', math.max(redis.call('PTTL', KEYS[1]), tonumber(ARGV[3])))
     leave_queue(KEYS[3], KEYS[4], ARGV[1])
-    return {2, tonumber(redis.call('GET', KEYS[2]) or '0')}
+    -- The lease's fence; if its counter expired meanwhile, a new, higher one.
+    local f = redis.call('GET', KEYS[2])
+    if not f then f = next_fence(KEYS[2], ARGV[4]) end
+    return {2, tonumber(f)}
   end
   enqueue()
   return {0, redis.call('PTTL', KEYS[1])}
