@@ -33,7 +33,7 @@ type matrixSizes struct {
 var sizes = map[string]matrixSizes{
 	// smoke: the whole matrix in well under a minute.
 	"smoke": {ping: 3000, pingIdle: 300, serial: 2000, parallel: 5000, contended: 400, think: 200, maxTime: 15 * time.Second},
-	// full: the research harness's counts.
+	// full: the largest counts (the published tables).
 	"full": {ping: 20000, pingIdle: 3000, serial: 10000, parallel: 20000, contended: 2000, think: 1000, maxTime: 60 * time.Second},
 }
 

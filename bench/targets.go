@@ -148,7 +148,7 @@ type check struct {
 }
 
 // writeTargets compares every latchkey row with the bars from the peer
-// research: uncontended cost close to raw, fast handoff with few commands,
+// the project's goals: uncontended cost close to raw, fast handoff with few commands,
 // and no starved goroutine.
 func writeTargets(w io.Writer, gs [][]*group) {
 	var checks []check
