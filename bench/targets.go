@@ -147,8 +147,8 @@ type check struct {
 	ok                         bool
 }
 
-// writeTargets compares every latchkey row with the bars from the peer
-// the project's goals: uncontended cost close to raw, fast handoff with few commands,
+// writeTargets compares every latchkey row with the project's goals:
+// uncontended cost close to raw, fast handoff with few commands,
 // and no starved goroutine.
 func writeTargets(w io.Writer, gs [][]*group) {
 	var checks []check

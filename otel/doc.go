@@ -96,4 +96,7 @@
 // and down with its release or its loss, whichever comes first, with the
 // same attributes: it returns to zero after errors, panics in Do and
 // losses.
+//
+// README.md in this directory lists every span, metric, attribute and
+// outcome: the telemetry contract that otel/contract_test.go pins.
 package otel
