@@ -21,7 +21,7 @@ func testPrefix() string { return "lktest-" + rand.Text()[:10] }
 func TestRedisConformance(t *testing.T) {
 	rdb := redistest.Client(t)
 	locktest.Run(t, func(t *testing.T) *core.Client {
-		return core.NewRedis(rdb, core.WithKeyPrefix(testPrefix()))
+		return core.NewRedis(rdb, core.WithKeyPrefix(redistest.Prefix(t, rdb)))
 	})
 }
 
@@ -42,7 +42,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // Two clients, as two processes would have, on one real Redis.
 func TestRedisAcrossClients(t *testing.T) {
 	rdb := redistest.Client(t)
-	prefix := testPrefix()
+	prefix := redistest.Prefix(t, rdb)
 	a := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
 	b := core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix))
 	defer a.Close()
@@ -181,7 +181,7 @@ func TestRenewalRidesOutPause(t *testing.T) {
 // watchdog's pipelined renewals.
 func TestScriptsReloaded(t *testing.T) {
 	rdb := redistest.Client(t)
-	c := core.NewRedis(rdb, core.WithKeyPrefix(testPrefix()))
+	c := core.NewRedis(rdb, core.WithKeyPrefix(redistest.Prefix(t, rdb)))
 	defer c.Close()
 	ctx := ctxFor(t, 30*time.Second)
 
@@ -212,7 +212,7 @@ func TestScriptsReloaded(t *testing.T) {
 // The Redis layout is part of the contract: operators and other tools read it.
 func TestRedisKeyLayout(t *testing.T) {
 	rdb := redistest.Client(t)
-	prefix := testPrefix()
+	prefix := redistest.Prefix(t, rdb)
 	c := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
 	defer c.Close()
 	ctx := ctxFor(t, 10*time.Second)
@@ -257,7 +257,7 @@ func TestNilClient(t *testing.T) {
 // claim expires and the key passes on — the queue never blocks the key.
 func TestFairDeadWaiterPassesOn(t *testing.T) {
 	rdb := redistest.Client(t)
-	prefix := testPrefix()
+	prefix := redistest.Prefix(t, rdb)
 	c := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
 	defer c.Close()
 	ctx := ctxFor(t, 30*time.Second)

@@ -27,38 +27,14 @@ func sharedRedis(t *testing.T, opts ...func(*redis.Options)) (*redis.Client, str
 		f(o)
 	}
 	rdb := redis.NewClient(o)
-	prefix := testPrefix()
-	t.Cleanup(func() {
-		cleanPrefix(t, rdb, prefix)
-		rdb.Close()
-	})
-	return rdb, prefix
+	t.Cleanup(func() { rdb.Close() }) // runs after Prefix's cleanup
+	return rdb, redistest.Prefix(t, rdb)
 }
 
 // cleanPrefix deletes every key under prefix (bounded).
 func cleanPrefix(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	del := func(ctx context.Context, c *redis.Client) error {
-		iter := c.Scan(ctx, 0, prefix+":*", 1000).Iterator()
-		for iter.Next(ctx) {
-			if err := c.Del(ctx, iter.Val()).Err(); err != nil {
-				return err
-			}
-		}
-		return iter.Err()
-	}
-	var err error
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, del)
-	case *redis.Client:
-		err = del(ctx, c)
-	}
-	if err != nil {
-		t.Logf("cleaning %s:*: %v", prefix, err)
-	}
+	redistest.CleanPrefix(t, rdb, prefix)
 }
 
 // lossClock is an Observer that records when each lease was reported lost
