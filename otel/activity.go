@@ -22,14 +22,16 @@ import (
 // activity's own error is the activity's, not the lock's); lost,
 // unavailable, canceled and invalid set status Error and error.type (lost,
 // lock_unavailable, canceled, invalid_argument), the same on span and
-// metric. Activity types are low-cardinality names; no key is recorded.
+// metric. No key is recorded. Activity types should be few, but workflow
+// code chooses them (RegisterDynamicActivity): the metric carries at most
+// WithNameLimit distinct ones, later ones as "_OTHER"; the span carries
+// the type itself.
 func (in *Instrumentation) ActivityLockStart(ctx context.Context, activityType string) (context.Context, func(outcome string, fence int64, err error)) {
 	ctx, span := in.tracer.Start(ctx, spanActivityLock, in.startOpts...)
 	return ctx, func(outcome string, fence int64, err error) {
 		errType := activityErrorType(outcome)
 		if in.m.activityLock.Enabled(ctx) {
-			in.m.activityLock.Add(ctx, 1, in.series.get(seriesKey{metric: seriesActivityLock, name: activityType,
-				outcome: outcome, errType: errType}, in.activityAttrs).add...)
+			in.m.activityLock.Add(ctx, 1, in.activitySeries(activityType, outcome, errType).add...)
 		}
 		if span.IsRecording() {
 			attrs := make([]attribute.KeyValue, 0, len(in.cfg.attrs)+4)

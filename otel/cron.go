@@ -22,7 +22,9 @@ import (
 // run still running — is an outcome (status Unset); a skip because Redis
 // failed or the client was closed, a failed run and a lost lease are
 // errors (status Error, error.type). A run that lost its running lease
-// also gets a latchkey.lease.lost event.
+// also gets a latchkey.lease.lost event. Metrics carry at most
+// WithNameLimit distinct job names, later ones as "_OTHER"; the span
+// carries the name itself.
 func (in *Instrumentation) TickStart(ctx context.Context, t cronlock.Tick) (context.Context, func(cronlock.TickResult)) {
 	ctx, span := in.tracer.Start(ctx, spanCronRun, in.startOpts...)
 	if span.IsRecording() {

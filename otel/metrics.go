@@ -1,7 +1,9 @@
 package otel
 
 import (
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	otelapi "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -96,15 +98,76 @@ type seriesKey struct {
 	errType string
 }
 
-// maxCachedSeries bounds the series cache. Beyond it (a lock-name function
-// that lets IDs through) series are built per measurement: slower, but
-// memory stays bounded.
+// maxCachedSeries bounds the series cache. Names are capped (see
+// WithNameLimit), so it is rarely reached; beyond it series are built per
+// measurement: slower, but memory stays bounded.
 const maxCachedSeries = 4096
 
-// seriesCache keeps the series of the attribute sets seen so far.
+// seriesCache keeps the series of the attribute sets seen so far, and the
+// names each capped attribute has admitted.
 type seriesCache struct {
 	mu sync.RWMutex
 	m  map[seriesKey]*series
+
+	names [nameKinds]nameSet
+}
+
+// The attributes whose values are capped (WithNameLimit), each with its
+// own set of admitted values.
+const (
+	nameLock         uint8 = iota // latchkey.lock.name
+	nameCronJob                   // latchkey.cron.job
+	nameActivityType              // latchkey.activity.type
+	nameKinds
+)
+
+// capName returns v if it is one of the first distinct values of the
+// attribute kind this Instrumentation's metrics have seen, up to the
+// limit of WithNameLimit, and otherName for any value past it. A value
+// once admitted stays admitted, so every measurement of one value — an
+// up-down counter's +1 and its -1 included — lands in one series. Spans
+// are not capped: they carry the value itself. Safe for concurrent use;
+// O(1).
+func (in *Instrumentation) capName(kind uint8, v string) string {
+	limit := in.cfg.nameLimit
+	if limit <= 0 {
+		limit = DefaultNameLimit
+	}
+	return in.series.names[kind].admit(v, limit)
+}
+
+// A nameSet is the set of values one capped attribute has admitted.
+type nameSet struct {
+	seen sync.Map    // string → struct{}: read without a lock
+	full atomic.Bool // set once n reached the limit
+	mu   sync.Mutex  // serialises admissions
+	n    int         // values admitted, guarded by mu
+}
+
+// admit returns v if it is admitted, admitting it while fewer than limit
+// values are, else otherName (which is always itself, and never counts).
+func (s *nameSet) admit(v string, limit int) string {
+	if v == otherName {
+		return v
+	}
+	if _, ok := s.seen.Load(v); ok {
+		return v
+	}
+	if s.full.Load() {
+		return otherName
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.seen.Load(v); ok {
+		return v
+	}
+	if s.n >= limit {
+		s.full.Store(true)
+		return otherName
+	}
+	s.seen.Store(strings.Clone(v), struct{}{}) // v may be a slice of a long key
+	s.n++
+	return v
 }
 
 // get returns the series of k, building its attributes with build when it
@@ -197,10 +260,19 @@ func (in *Instrumentation) httpSeries(metric uint8, scope, outcome, errType stri
 	return in.series.get(seriesKey{metric: metric, name: scope, outcome: outcome, errType: errType}, in.httpAttrs)
 }
 
+// lockSeries returns the series of a lock metric; the lock name is capped.
 func (in *Instrumentation) lockSeries(metric uint8, name, op, outcome, errType string) *series {
-	return in.series.get(seriesKey{metric: metric, name: name, op: op, outcome: outcome, errType: errType}, in.lockAttrs)
+	return in.series.get(seriesKey{metric: metric, name: in.capName(nameLock, name), op: op, outcome: outcome, errType: errType}, in.lockAttrs)
 }
 
+// cronSeries returns the series of a cron metric; the job name is capped.
 func (in *Instrumentation) cronSeries(metric uint8, job, skip, outcome, errType string) *series {
-	return in.series.get(seriesKey{metric: metric, name: job, op: skip, outcome: outcome, errType: errType}, in.cronAttrs)
+	return in.series.get(seriesKey{metric: metric, name: in.capName(nameCronJob, job), op: skip, outcome: outcome, errType: errType}, in.cronAttrs)
+}
+
+// activitySeries returns the series of the activity lock metric; the
+// activity type is capped.
+func (in *Instrumentation) activitySeries(activityType, outcome, errType string) *series {
+	return in.series.get(seriesKey{metric: seriesActivityLock, name: in.capName(nameActivityType, activityType),
+		outcome: outcome, errType: errType}, in.activityAttrs)
 }

@@ -26,6 +26,7 @@ type config struct {
 	keyMode    KeyMode
 	attrs      []attribute.KeyValue
 	renewSpans bool
+	nameLimit  int
 }
 
 // WithTracerProvider sets where spans go (default, and for nil: the global
@@ -44,8 +45,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // WithLockName sets how a lock key maps to the low-cardinality lock name
 // carried by spans and metrics as latchkey.lock.name: a configured name or
 // a template ("sku" for "sku:42"), never something with a user or item ID
-// in it — every distinct name is one more series of every lock metric. An
-// empty result becomes "_OTHER". The default, DefaultLockName, takes the
+// in it — every distinct name is one more series of every lock metric (up
+// to WithNameLimit names; later ones are recorded as "_OTHER"). An empty
+// result becomes "_OTHER". The default, DefaultLockName, takes the
 // part of the key before its first ':'. nil keeps the default.
 func WithLockName(name func(key string) string) Option {
 	return optionFunc(func(c *config) {
@@ -68,6 +70,24 @@ func DefaultLockName(key string) string {
 
 // otherName is the lock name and error type of what has no better one.
 const otherName = "_OTHER"
+
+// DefaultNameLimit is the number of distinct values of each capped
+// attribute that reach metrics when WithNameLimit is not given.
+const DefaultNameLimit = 100
+
+// WithNameLimit caps the distinct values of each name attribute on metrics
+// — latchkey.lock.name, latchkey.cron.job and latchkey.activity.type — at
+// n per Instrumentation (default DefaultNameLimit; zero or less keeps the
+// default). The first n distinct values of an attribute are recorded as
+// they are, for the Instrumentation's life; any later one is recorded as
+// "_OTHER", as OpenTelemetry's own instrumentations do, so a WithLockName
+// function that lets IDs through, or job names and activity types chosen
+// at run time, cannot grow the series without bound: each metric keeps at
+// most n+1 values of each. Spans are not capped. Each admitted value costs
+// a little memory for as long as the Instrumentation lives.
+func WithNameLimit(n int) Option {
+	return optionFunc(func(c *config) { c.nameLimit = n })
+}
 
 // A KeyMode says whether spans carry the lock key itself.
 type KeyMode uint8

@@ -44,7 +44,8 @@
 // the backend before it expired), the activity's context is cancelled
 // with a cause matching ErrLost and core.ErrLost (see context.Cause), and
 // the attempt fails with the retryable ErrTypeLost error, whatever the
-// activity returned: for a while it ran without the lock. Fence returns
+// activity returned — or if it panicked (the panic joins the cause as
+// ErrPanic): for a while it ran without the lock. Fence returns
 // the lease's fencing token inside the activity; pass it with every write
 // the lock protects and let the storage reject stale fences — that, not
 // the lock alone, stops an attempt that stalled past its TTL.

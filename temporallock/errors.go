@@ -22,7 +22,8 @@ const (
 	// ErrTypeLost: the activity ran, but its lease ended before it returned
 	// (renewal found the key gone or taken, or could not reach the backend
 	// in time). Its context was cancelled then. Retryable; the cause matches
-	// ErrLost and core.ErrLost, joined with the activity's own error.
+	// ErrLost and core.ErrLost, joined with the activity's own error — or,
+	// if it panicked after the loss, with an ErrPanic error: loss wins.
 	ErrTypeLost = "latchkey.LockLost"
 
 	// ErrTypeUnavailable: the lock backend failed (Redis unreachable, the
@@ -55,6 +56,14 @@ var (
 	// ErrLost: the lease ended while the activity ran (ErrTypeLost). It is
 	// also the cause (context.Cause) of the activity's cancelled context.
 	ErrLost = errors.New("temporallock: lock lost")
+
+	// ErrPanic: the activity panicked after its lease was lost. Loss wins:
+	// the attempt fails with ErrTypeLost, whose cause joins ErrLost with an
+	// error that wraps ErrPanic and the panic value (and matches the value
+	// with errors.Is when it is an error); the stack goes to the activity
+	// logger. A panic while the lease holds is left to the SDK, which
+	// reports it as a temporal.PanicError.
+	ErrPanic = errors.New("temporallock: activity panicked")
 
 	// ErrUnavailable: the lock backend failed (ErrTypeUnavailable).
 	ErrUnavailable = errors.New("temporallock: lock backend unavailable")

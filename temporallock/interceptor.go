@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/errjoin"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
 )
@@ -154,7 +156,7 @@ func (ic *Interceptor) acquire(ctx context.Context, info activity.Info, lockKey 
 	case ctx.Err() != nil:
 		// The activity itself was cancelled or timed out while it waited:
 		// report that (a cancellation stays a cancellation), not contention.
-		return nil, fmt.Errorf("temporallock: activity %s ended while waiting for %q: %w", name, lockKey, errors.Join(context.Cause(ctx), err))
+		return nil, fmt.Errorf("temporallock: activity %s ended while waiting for %q: %w", name, lockKey, errjoin.Join(context.Cause(ctx), err))
 	case errors.Is(err, core.ErrNotAcquired):
 		return nil, appError(ErrTypeBusy, fmt.Sprintf("activity %s not run: lock %q is held elsewhere", name, lockKey),
 			fmt.Errorf("%w: %w", ErrBusy, err))
@@ -187,10 +189,13 @@ func (ic *Interceptor) waitBound(ctx context.Context, info activity.Info) time.D
 }
 
 // run runs the activity under the held lock h and releases it afterwards,
-// whatever the activity returns (a panic included: the SDK recovers it
-// above this frame). If the lease is lost meanwhile, the activity's context
-// is cancelled with a cause matching ErrLost and core.ErrLost, and the
-// result is replaced by an ErrTypeLost error.
+// whatever the activity returns (a panic included). If the lease is lost
+// meanwhile, the activity's context is cancelled with a cause matching
+// ErrLost and core.ErrLost, and the result is replaced by an ErrTypeLost
+// error. Loss wins over a panic too: a panic after the loss is recovered
+// here and joined, as an ErrPanic error, to the ErrTypeLost error (its
+// stack goes to the activity logger); a panic while the lease still holds
+// goes on up for the SDK to recover, as it would without the interceptor.
 func (ic *Interceptor) run(ctx context.Context, info activity.Info, h *core.Lock, next func(context.Context) (any, error)) (res any, err error) {
 	runCtx, cancel := context.WithCancelCause(h.WithContext(ctx))
 	runCtx = context.WithValue(runCtx, heldKey{}, held{key: h.Key(), fence: h.Fence()})
@@ -204,6 +209,7 @@ func (ic *Interceptor) run(ctx context.Context, info activity.Info, h *core.Lock
 		case <-done:
 		}
 	}()
+	returned := false
 	defer func() {
 		close(done)
 		<-watcher
@@ -213,18 +219,40 @@ func (ic *Interceptor) run(ctx context.Context, info activity.Info, h *core.Lock
 		if lost == nil && errors.Is(relErr, core.ErrNotHeld) {
 			lost = relErr // it expired before the watchdog noticed
 		}
-		if lost != nil {
-			res = nil
-			err = appError(ErrTypeLost,
-				fmt.Sprintf("activity %s: lock %q (fence %d) lost before it returned", info.ActivityType.Name, h.Key(), h.Fence()),
-				errors.Join(fmt.Errorf("%w: %w", ErrLost, lost), err))
-			return
+		if lost == nil {
+			if relErr != nil { // the lease expires by its TTL; the result stands
+				activity.GetLogger(ctx).Warn("temporallock: release failed", "Key", h.Key(), "Error", relErr)
+			}
+			return // a panic, if any, goes on
 		}
-		if relErr != nil { // the lease expires by its TTL; the result stands
-			activity.GetLogger(ctx).Warn("temporallock: release failed", "Key", h.Key(), "Error", relErr)
+		how := "returned"
+		if !returned {
+			// next panicked (or called runtime.Goexit, which recover
+			// cannot stop): the loss is still what the attempt reports.
+			if p := recover(); p != nil {
+				how = "panicked"
+				err = panicError(p)
+				activity.GetLogger(ctx).Error("temporallock: activity panicked after its lock was lost",
+					"Key", h.Key(), "Fence", h.Fence(), "PanicError", fmt.Sprint(p), "PanicStack", string(debug.Stack()))
+			}
 		}
+		res = nil
+		err = appError(ErrTypeLost,
+			fmt.Sprintf("activity %s: lock %q (fence %d) lost before it %s", info.ActivityType.Name, h.Key(), h.Fence(), how),
+			errjoin.Join(fmt.Errorf("%w: %w", ErrLost, lost), err))
 	}()
-	return next(runCtx)
+	res, err = next(runCtx)
+	returned = true
+	return res, err
+}
+
+// panicError is the error of a recovered panic value p: it matches
+// ErrPanic and, when p is an error, p.
+func panicError(p any) error {
+	if e, ok := p.(error); ok {
+		return fmt.Errorf("%w: %w", ErrPanic, e)
+	}
+	return fmt.Errorf("%w: %v", ErrPanic, p)
 }
 
 // metadata describes the holder of a lease for core.Client.Inspect.

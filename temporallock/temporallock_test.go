@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -75,6 +76,7 @@ func backends() []struct {
 
 func redisBackend(t *testing.T, name string, dial func(t *testing.T) *redis.Client) backend {
 	admin := dial(t)
+	t.Cleanup(func() { forgetKeys(t, admin) })
 	return backend{
 		name: name,
 		newClient: func(t *testing.T) *core.Client {
@@ -88,6 +90,23 @@ func redisBackend(t *testing.T, name string, dial func(t *testing.T) *redis.Clie
 				t.Fatalf("steal %q: %v", lockKey, err)
 			}
 		},
+	}
+}
+
+// forgetKeys deletes the leases and fence counters that t and its
+// subtests left in rdb: the keys of their uniqueIDs.
+func forgetKeys(t *testing.T, rdb *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	glob := strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(t.Name())
+	iter := rdb.Scan(ctx, 0, core.DefaultKeyPrefix+":{"+temporallock.KeyPrefix+"*:"+glob+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if err := rdb.Del(ctx, iter.Val()).Err(); err != nil {
+			t.Errorf("forget %q: %v", iter.Val(), err)
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Errorf("forget the keys of %s: %v", t.Name(), err)
 	}
 }
 
