@@ -88,9 +88,9 @@ func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (se
 }
 
 // TryLock makes one attempt to acquire key. It returns ErrNotAcquired if
-// someone else holds it, and the backend's error (never ErrNotAcquired) if
-// the attempt did not get an answer — with ctx's error too when ctx ended
-// first, so errors.Is finds both. If ctx carries a lease of key from this
+// someone else holds it, and ErrUnavailable with the backend's error (never
+// ErrNotAcquired) if the attempt did not get an answer — with ctx's error
+// too when ctx ended first, so errors.Is finds each. If ctx carries a lease of key from this
 // Client (see Lock.WithContext), TryLock re-enters it.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	return c.acquire(ctx, key, opts, false)
@@ -102,9 +102,9 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 // with ctx, WithWaitTimeout or WithRetryBudget; the error then matches
 // ErrNotAcquired and the cause (context.DeadlineExceeded, context.Canceled).
 // WithWaitTimeout bounds the whole call, the first attempt included. A
-// backend failure ends it at once with the backend's error (never
-// ErrNotAcquired: an attempt that got no answer says nothing about
-// contention). If ctx carries a lease of key from this Client, Lock
+// backend failure ends it at once with ErrUnavailable and the backend's
+// error (never ErrNotAcquired: an attempt that got no answer says nothing
+// about contention). If ctx carries a lease of key from this Client, Lock
 // re-enters it.
 func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	return c.acquire(ctx, key, opts, true)
@@ -275,7 +275,7 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 		if s.token == "" { // a token of its own: nobody else's lease is touched
 			c.forget(context.WithoutCancel(ctx), n, tok)
 		}
-		return nil, 0, fmt.Errorf("core: acquire %q: %w", key, err)
+		return nil, 0, fmt.Errorf("%w: acquire %q: %w", ErrUnavailable, key, err)
 	}
 	if !r.acquired {
 		return nil, r.holderTTL, nil
@@ -350,7 +350,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 	}
 	info, err := c.be.inspect(ctx, c.names(key))
 	if err != nil {
-		return Info{}, fmt.Errorf("core: inspect %q: %w", key, err)
+		return Info{}, fmt.Errorf("%w: inspect %q: %w", ErrUnavailable, key, err)
 	}
 	info.Key = key
 	return info, nil

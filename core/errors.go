@@ -7,7 +7,7 @@ import "errors"
 // ErrNotAcquired and context.DeadlineExceeded (or the Redis error) in it.
 //
 // ErrNotAcquired means contention (someone else holds the key); a Redis
-// failure is returned as itself, never disguised as ErrNotAcquired.
+// failure is ErrUnavailable with the Redis error, never ErrNotAcquired.
 var (
 	// ErrNotAcquired: the key is held by someone else (TryLock), or a wait
 	// ended (ctx, WithWaitTimeout, WithRetryBudget) while it still was.
@@ -37,6 +37,12 @@ var (
 
 	// ErrNilClient: NewRedis or NewRedlock was given a nil Redis client.
 	ErrNilClient = errors.New("core: nil redis client")
+
+	// ErrUnavailable: the backend could not be reached or failed, so the
+	// operation got no answer. The backend's own error is kept with it
+	// (errors.Is finds both, and ctx's error when ctx ended first). It is
+	// never contention: an outage is not ErrNotAcquired.
+	ErrUnavailable = errors.New("core: backend unavailable")
 
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("core: client closed")

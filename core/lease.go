@@ -110,7 +110,7 @@ func (l *lease) expire() {
 	case !l.autoRenew:
 		cause = errors.New("ttl passed without renewal")
 	case l.renewErr != nil:
-		cause = fmt.Errorf("renewal failed until expiry: %w", l.renewErr)
+		cause = fmt.Errorf("renewal failed until expiry: %w: %w", ErrUnavailable, l.renewErr)
 	default:
 		cause = errors.New("no answer to its renewal before it expired")
 	}

@@ -78,8 +78,8 @@ func TestOutageIsNotContention(t *testing.T) {
 				_, err = c.TryLock(ctx, "k")
 			}
 			cancel()
-			if errors.Is(err, core.ErrNotAcquired) {
-				t.Errorf("%s, wait=%v: an unreachable Redis reported as contention: %v", tc.name, wait, err)
+			if errors.Is(err, core.ErrNotAcquired) || !errors.Is(err, core.ErrUnavailable) {
+				t.Errorf("%s, wait=%v: an unreachable Redis must be ErrUnavailable, not contention: %v", tc.name, wait, err)
 			}
 			if tc.refused && !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Errorf("%s, wait=%v: the network error is lost: %v", tc.name, wait, err)

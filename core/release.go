@@ -35,7 +35,7 @@ func (c *Client) extend(ctx context.Context, l *lease, ttl time.Duration) (err e
 	c.be.extend(ctx, req)
 	r := &req[0]
 	if r.err != nil {
-		return fmt.Errorf("core: extend %q: %w", l.key, r.err)
+		return fmt.Errorf("%w: extend %q: %w", ErrUnavailable, l.key, r.err)
 	}
 	if !r.ok {
 		err := fmt.Errorf("%w: %q: lease expired or taken over", ErrNotHeld, l.key)
@@ -127,7 +127,7 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 	}
 	ok, err := c.be.release(ctx, l.n, l.token)
 	if err != nil {
-		return fmt.Errorf("core: release %q: %w", l.key, err)
+		return fmt.Errorf("%w: release %q: %w", ErrUnavailable, l.key, err)
 	}
 	if !ok {
 		return fmt.Errorf("%w: %q: lease expired or taken over", ErrNotHeld, l.key)
