@@ -241,7 +241,7 @@ func (r *beliefRun) OpStart(ctx context.Context, _ core.Op, _ string) (context.C
 	return ctx, func(core.OpResult) {}
 }
 
-func (r *beliefRun) LeaseLost(key string, fence int64, _ time.Duration, _ error) {
+func (r *beliefRun) LeaseLost(_ context.Context, key string, fence int64, _ time.Duration, _ error) {
 	at := time.Now()
 	r.mu.Lock()
 	r.lost[key+"/"+strconv.FormatInt(fence, 10)] = at

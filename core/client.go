@@ -284,6 +284,9 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 		c: c, key: key, n: n, token: tok, fence: r.fence, start: start,
 		ttl: s.ttl, margin: s.margin, autoRenew: s.autoRenew, holds: 1, idx: -1,
 	}
+	if c.cfg.observer != nil { // ctx is the one the Observer returned
+		l.obsCtx = context.WithoutCancel(ctx)
+	}
 	if !c.wd.add(l) { // closed meanwhile
 		c.releaseQuietly(context.WithoutCancel(ctx), l)
 		return nil, 0, ErrClosed

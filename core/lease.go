@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -25,6 +26,9 @@ type lease struct {
 	token string
 	fence int64
 	start time.Time // when the acquisition was sent
+	// obsCtx is the context the Observer returned for the acquisition,
+	// without its cancellation (nil without an Observer).
+	obsCtx context.Context
 
 	mu        sync.Mutex
 	ttl       time.Duration // asked of every renewal
@@ -148,7 +152,7 @@ func (l *lease) lose(cause error) {
 		f(cause)
 	}
 	if obs := l.c.cfg.observer; obs != nil {
-		obs.LeaseLost(l.key, l.fence, time.Since(l.start), cause)
+		obs.LeaseLost(l.observerContext(), l.key, l.fence, time.Since(l.start), cause)
 	}
 }
 
@@ -174,6 +178,14 @@ func (l *lease) notifyLost(f func(error)) (stop func()) {
 		delete(l.onLost, id)
 		l.mu.Unlock()
 	}
+}
+
+// observerContext returns the lease's context for the Observer.
+func (l *lease) observerContext() context.Context {
+	if l.obsCtx != nil {
+		return l.obsCtx
+	}
+	return context.Background()
 }
 
 // ttlNow returns the TTL the lease's renewals ask for.

@@ -13,14 +13,18 @@ type Observer interface {
 	// OpStart is called when op begins on key. The context it returns is
 	// used for the operation's backend calls (so a span started here is the
 	// parent of the Redis command spans); end is called exactly once with
-	// the outcome. Renewals by the watchdog (OpRenew) start from a
-	// background context.
+	// the outcome. The context OpStart returns for a successful
+	// acquisition (OpAcquire) belongs to the lease from then on, without
+	// its cancellation: the watchdog's renewals of the lease (OpRenew)
+	// start from it, and LeaseLost receives it — so per-lease state (an
+	// acquire span) travels with the lease and needs no table.
 	OpStart(ctx context.Context, op Op, key string) (context.Context, func(OpResult))
-	// LeaseLost is called once when a held lease is lost, with the reason
-	// (an error matching ErrLost) and how long it had been held — right
-	// after the holder was told (Lost closed, Do's context cancelled), so
-	// that no observer can delay the holder's signal.
-	LeaseLost(key string, fence int64, held time.Duration, cause error)
+	// LeaseLost is called once when a held lease is lost, with the lease's
+	// context (see OpStart), the reason (an error matching ErrLost) and how
+	// long it had been held — right after the holder was told (Lost
+	// closed, Do's context cancelled), so that no observer can delay the
+	// holder's signal.
+	LeaseLost(ctx context.Context, key string, fence int64, held time.Duration, cause error)
 }
 
 // Op names an observed operation.

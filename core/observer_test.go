@@ -33,7 +33,7 @@ func (r *recorder) OpStart(ctx context.Context, op core.Op, key string) (context
 	}
 }
 
-func (r *recorder) LeaseLost(key string, fence int64, held time.Duration, cause error) {
+func (r *recorder) LeaseLost(_ context.Context, key string, fence int64, held time.Duration, cause error) {
 	r.mu.Lock()
 	r.lost = append(r.lost, cause)
 	r.mu.Unlock()

@@ -50,7 +50,7 @@ func (o *lossClock) OpStart(ctx context.Context, _ core.Op, _ string) (context.C
 	return ctx, func(core.OpResult) {}
 }
 
-func (o *lossClock) LeaseLost(_ string, fence int64, _ time.Duration, _ error) {
+func (o *lossClock) LeaseLost(_ context.Context, _ string, fence int64, _ time.Duration, _ error) {
 	o.mu.Lock()
 	o.lost[fence] = time.Now()
 	o.mu.Unlock()

@@ -46,7 +46,7 @@ func (l lockSpy) OpStart(ctx context.Context, op core.Op, key string) (context.C
 	return ctx, func(core.OpResult) {}
 }
 
-func (lockSpy) LeaseLost(string, int64, time.Duration, error) {}
+func (lockSpy) LeaseLost(context.Context, string, int64, time.Duration, error) {}
 
 // TestObserver: the Observer hears of every deduction that passed its
 // input checks, with the op, the strategy that decided, the outcome, and

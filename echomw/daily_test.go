@@ -15,13 +15,13 @@ import (
 )
 
 func TestDailyVoteRouterStyle(t *testing.T) {
-	eachStore(t, func(t *testing.T, store httpidem.Store) {
+	eachStore(t, func(t *testing.T, store testStore) {
 		e := echo.New()
 		var log logger
 		var d decisions
 		now := time.Now()
 		e.POST("/vote/:item", func(c echo.Context) error { return c.String(http.StatusOK, "voted") }, log.mw,
-			echomw.DailyWithConfig(echomw.DailyConfig{Store: store, Scope: "vote", IdentifierExtractor: tenant,
+			echomw.DailyWithConfig(echomw.DailyConfig{Store: store, Scope: "vote", Subject: tenant,
 				Clock: func() time.Time { return now }, OnDecision: d.record}))
 
 		if w := serve(e, "POST", "/vote/9", "", withTenant("u1")); w.Code != http.StatusOK {
@@ -53,13 +53,13 @@ func TestDailyVoteRouterStyle(t *testing.T) {
 	})
 }
 
-func TestDailyUnitStyleAndDenyHandler(t *testing.T) {
-	store := httpidem.NewMemoryStore()
+func TestDailyUnitStyleAndDuplicateHandler(t *testing.T) {
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	e := echo.New()
 	mw, err := echomw.DailyConfig{
-		Store: store, Scope: "checkin", IdentifierExtractor: tenant,
-		DenyHandler: func(c echo.Context, who string, err error) error {
+		Store: store, Scope: "checkin", Subject: tenant,
+		DuplicateHandler: func(c echo.Context, who string, err error) error {
 			tk, _ := httpidem.TicketFromContext(c.Request().Context())
 			return c.String(http.StatusOK, fmt.Sprintf("%s already checked in on %s", who, tk.Day))
 		},
@@ -85,7 +85,7 @@ func TestDailyUnitStyleAndDenyHandler(t *testing.T) {
 }
 
 func TestDailyReleasesOnErrorAndPanic(t *testing.T) {
-	eachStore(t, func(t *testing.T, store httpidem.Store) {
+	eachStore(t, func(t *testing.T, store testStore) {
 		e := echo.New()
 		var d decisions
 		runs := 0
@@ -100,7 +100,7 @@ func TestDailyReleasesOnErrorAndPanic(t *testing.T) {
 				return echo.NewHTTPError(http.StatusServiceUnavailable, "later")
 			}
 			return c.String(http.StatusOK, "voted")
-		}, recoverMW, echomw.DailyWithConfig(echomw.DailyConfig{Store: store, Scope: "vote", IdentifierExtractor: tenant, OnDecision: d.record}))
+		}, recoverMW, echomw.DailyWithConfig(echomw.DailyConfig{Store: store, Scope: "vote", Subject: tenant, OnDecision: d.record}))
 		for i, want := range []int{500, 500, 503, 200, 409} {
 			if w := serve(e, "POST", "/vote/9", "", withTenant("u1")); w.Code != want {
 				t.Fatalf("request %d: %d, want %d", i, w.Code, want)
@@ -113,14 +113,14 @@ func TestDailyReleasesOnErrorAndPanic(t *testing.T) {
 }
 
 func TestDailyCountMode(t *testing.T) {
-	eachStore(t, func(t *testing.T, store httpidem.Store) {
+	eachStore(t, func(t *testing.T, store testStore) {
 		e := echo.New()
 		e.GET("/articles/:id", func(c echo.Context) error {
 			if c.Param("id") == "404" {
 				return echo.ErrNotFound
 			}
 			return c.String(http.StatusOK, "text")
-		}, echomw.DailyWithConfig(echomw.DailyConfig{Store: store, Scope: "read", Mode: httpidem.ModeCount, IdentifierExtractor: tenant}))
+		}, echomw.DailyWithConfig(echomw.DailyConfig{Store: store, Scope: "read", Mode: httpidem.ModeCount, Subject: tenant}))
 		for _, u := range []string{"a", "b", "a", "c", "a"} {
 			if w := serve(e, "GET", "/articles/7", "", withTenant(u)); w.Code != http.StatusOK {
 				t.Fatalf("count mode blocked a read: %d", w.Code)
@@ -142,11 +142,11 @@ func TestDailyCountMode(t *testing.T) {
 // values are joined so that two tuples never make one object, and an
 // undecodable value is a 400.
 func TestDailyDecodesRouteParams(t *testing.T) {
-	eachStore(t, func(t *testing.T, store httpidem.Store) {
+	eachStore(t, func(t *testing.T, store testStore) {
 		e := echo.New()
 		now := time.Now()
 		voted := func(c echo.Context) error { return c.String(http.StatusOK, "voted") }
-		daily := echomw.DailyWithConfig(echomw.DailyConfig{Store: store, Scope: "vote", IdentifierExtractor: tenant,
+		daily := echomw.DailyWithConfig(echomw.DailyConfig{Store: store, Scope: "vote", Subject: tenant,
 			Clock: func() time.Time { return now }})
 		e.POST("/vote/:item", voted, daily)
 		e.POST("/pair/:a/:b", voted, daily)
@@ -175,6 +175,6 @@ func TestDailyDecodesRouteParams(t *testing.T) {
 		r.URL.RawPath = "/vote/%zz"
 		w := httptest.NewRecorder()
 		e.ServeHTTP(w, r)
-		isProblem(t, w, http.StatusBadRequest, httpidem.CodeBadRequest)
+		isProblem(t, w, http.StatusBadRequest, httpidem.CodeInvalidRequest)
 	})
 }

@@ -34,7 +34,7 @@ func ExampleIdempotencyWithConfig() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store := httpidem.NewRedisStore(rdb)
+	store := must(httpidem.NewRedisStore(rdb))
 	defer store.Close()
 
 	e := echo.New()
@@ -42,7 +42,7 @@ func ExampleIdempotencyWithConfig() {
 	e.POST("/orders", func(c echo.Context) error {
 		orders++
 		return c.JSON(http.StatusCreated, map[string]int{"order": orders})
-	}, echomw.IdempotencyWithConfig(echomw.IdempotencyConfig{Store: store, IdentifierExtractor: userID}))
+	}, echomw.IdempotencyWithConfig(echomw.IdempotencyConfig{Store: store, Principal: userID}))
 
 	post(e, "/orders", "k-1", "ann", `{"sku":42}`)
 	post(e, "/orders", "k-1", "ann", `{"sku":42}`)
@@ -56,7 +56,7 @@ func ExampleIdempotencyWithConfig() {
 // This example is the zero-config form: keys are scoped by the caller's
 // Authorization header, so one caller's key never replays for another.
 func ExampleIdempotency() {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	e := echo.New()
 	e.POST("/orders", func(c echo.Context) error {
@@ -83,7 +83,7 @@ func ExampleIdempotency() {
 // This example allows one vote per user per item per day (UTC); the item
 // is the route parameter.
 func ExampleDaily() {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	e := echo.New()
 	e.POST("/vote/:item", func(c echo.Context) error {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 	"github.com/latchkey/latchkey/httpidem"
 )
 
@@ -13,19 +14,25 @@ import (
 // required; the other fields mean what the httpidem.IdempotencyConfig
 // fields of the same names mean, with the same defaults.
 type IdempotencyConfig struct {
-	// Skipper returns true for requests passed through untouched (an Echo
-	// middleware.Skipper fits). nil: none. Methods other than Methods
+	// Skipper returns true for requests passed through untouched. nil:
+	// middleware.DefaultSkipper (none). Methods other than Methods
 	// (default POST and PATCH) pass through as well.
-	Skipper func(c echo.Context) bool
+	Skipper middleware.Skipper
+
+	// BeforeFunc, if set, runs before the middleware decides a request
+	// that the Skipper did not skip.
+	BeforeFunc middleware.BeforeFunc
 
 	// Store keeps leases and records. Required. Share it with httpidem
 	// middleware to share keys.
-	Store httpidem.Store
+	Store httpidem.IdempotencyStore
 
-	// IdentifierExtractor returns the principal (user, tenant, API key)
-	// that scopes keys (an Echo middleware.Extractor fits); an error or ""
-	// answers 401. nil: httpidem.AuthorizationPrincipal.
-	IdentifierExtractor func(c echo.Context) (string, error)
+	// Principal returns who is calling (user, tenant, API key); keys are
+	// scoped by it. An error or "" answers 401. nil:
+	// httpidem.AuthorizationPrincipal, a hash of the Authorization header,
+	// so a request without that header gets 401 — set Principal when your
+	// callers are identified otherwise.
+	Principal middleware.Extractor
 
 	Require         bool                                      // 400 without a key; false: pass through
 	Methods         []string                                  // nil: POST, PATCH
@@ -61,39 +68,32 @@ type IdempotencyConfig struct {
 // DefaultIdempotencyConfig holds the Echo-specific defaults; the others
 // are httpidem.DefaultIdempotencyConfig's.
 var DefaultIdempotencyConfig = IdempotencyConfig{
-	Skipper:      neverSkip,
+	Skipper:      middleware.DefaultSkipper,
 	ErrorHandler: DefaultErrorHandler,
 }
 
 // Idempotency returns the middleware with DefaultIdempotencyConfig and
-// store: e.POST("/orders", h, echomw.Idempotency(store)).
-func Idempotency(store httpidem.Store) echo.MiddlewareFunc {
+// store: e.POST("/orders", h, echomw.Idempotency(store)). It panics if
+// store is nil.
+func Idempotency(store httpidem.IdempotencyStore) echo.MiddlewareFunc {
 	cfg := DefaultIdempotencyConfig
 	cfg.Store = store
 	return IdempotencyWithConfig(cfg)
 }
 
-// IdempotencyWithConfig returns the middleware for cfg. It never panics:
-// if cfg is invalid every request fails with a 500 problem — call
-// cfg.ToMiddleware at start-up to get the error instead.
+// IdempotencyWithConfig returns the middleware for cfg. Like Echo's own
+// constructors it panics, at start-up, if cfg is invalid (the message
+// matches httpidem.ErrInvalidConfig); use cfg.ToMiddleware to get the
+// error instead.
 func IdempotencyWithConfig(cfg IdempotencyConfig) echo.MiddlewareFunc {
-	mw, err := cfg.ToMiddleware()
-	if err != nil {
-		return misconfigured(err, cfg.ErrorHandler)
-	}
-	return mw
+	return must(cfg.ToMiddleware())
 }
 
 // ToMiddleware validates cfg and returns the middleware, or an error
-// matching httpidem.ErrInvalidConfig.
+// matching httpidem.ErrInvalidConfig. It never panics.
 func (cfg IdempotencyConfig) ToMiddleware() (echo.MiddlewareFunc, error) {
-	if cfg.Skipper == nil {
-		cfg.Skipper = DefaultIdempotencyConfig.Skipper
-	}
-	if cfg.ErrorHandler == nil {
-		cfg.ErrorHandler = DefaultErrorHandler
-	}
-	g, err := httpidem.NewGuard(httpidem.IdempotencyConfig{
+	onError := orDefault(cfg.ErrorHandler)
+	g, err := httpidem.NewIdempotencyGuard(httpidem.IdempotencyConfig{
 		Store: cfg.Store, Require: cfg.Require, Methods: cfg.Methods, MaxKeyLength: cfg.MaxKeyLength,
 		LeaseTTL: cfg.LeaseTTL, RecordTTL: cfg.RecordTTL, WaitInFlight: cfg.WaitInFlight, RetryAfter: cfg.RetryAfter,
 		MaxRequestBody: cfg.MaxRequestBody, MaxResponseBody: cfg.MaxResponseBody,
@@ -103,48 +103,17 @@ func (cfg IdempotencyConfig) ToMiddleware() (echo.MiddlewareFunc, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			if cfg.Skipper(c) || !g.Applies(c.Request()) {
-				return next(c)
-			}
-			var principal func(*http.Request) (string, error)
-			if cfg.IdentifierExtractor != nil {
-				principal = func(*http.Request) (string, error) { return cfg.IdentifierExtractor(c) }
-			}
-			call, p := g.Begin(c.Request(), principal)
-			switch {
-			case p != nil:
-				return cfg.ErrorHandler(c, p)
-			case call == nil:
-				return next(c)
-			case call.Replay(c.Response()):
-				return nil
-			}
-			return run(c, next, call)
-		}
-	}, nil
+	return wrap(cfg.Skipper, cfg.BeforeFunc, func(c echo.Context, next echo.HandlerFunc) error {
+		call := g.Begin(c.Request(), extractor(c, cfg.Principal))
+		return drive(c, next, call, onError, true, nil)
+	}), nil
 }
 
-// run serves a request that owns its key: the response is recorded as it
-// goes out through c.Response(), an error the handler returns is rendered
-// (c.Error) before the record is taken — so the replay repeats it — and
-// then returned, so outer middleware sees it; Echo's error handler finds
-// the response committed and writes nothing twice.
-func run(c echo.Context, next echo.HandlerFunc, call *httpidem.Call) error {
-	req, res := c.Request(), c.Response()
-	orig := res.Writer
-	res.Writer = call.Capture(orig)
-	c.SetRequest(call.Request())
-	defer func() {
-		res.Writer = orig
-		c.SetRequest(req)
-		call.Abort() // after Finish a no-op; on a panic it gives the key up
-	}()
-	err := next(c)
-	if err != nil && !res.Committed {
-		c.Error(err)
+// must returns mw, or panics with err: the form of a middleware
+// constructor.
+func must(mw echo.MiddlewareFunc, err error) echo.MiddlewareFunc {
+	if err != nil {
+		panic(err)
 	}
-	call.Finish()
-	return err
+	return mw
 }

@@ -11,12 +11,13 @@ import (
 	"testing"
 
 	"github.com/labstack/echo/v4"
+	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/echomw"
 	"github.com/latchkey/latchkey/httpidem"
 )
 
 func TestIdempotencyUnitStyle(t *testing.T) {
-	eachStore(t, func(t *testing.T, store httpidem.Store) {
+	eachStore(t, func(t *testing.T, store testStore) {
 		e := echo.New()
 		var runs atomic.Int64
 		h := func(c echo.Context) error {
@@ -24,7 +25,7 @@ func TestIdempotencyUnitStyle(t *testing.T) {
 			c.Response().Header().Set("Set-Cookie", "s=1")
 			return c.JSON(http.StatusCreated, map[string]any{"run": runs.Add(1), "body": string(body)})
 		}
-		mw, err := echomw.IdempotencyConfig{Store: store, IdentifierExtractor: tenant, Require: true}.ToMiddleware()
+		mw, err := echomw.IdempotencyConfig{Store: store, Principal: tenant, Require: true}.ToMiddleware()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +52,7 @@ func TestIdempotencyUnitStyle(t *testing.T) {
 }
 
 func TestIdempotencyHandlerErrorIsRecordedOnce(t *testing.T) {
-	eachStore(t, func(t *testing.T, store httpidem.Store) {
+	eachStore(t, func(t *testing.T, store testStore) {
 		e := echo.New()
 		var log logger
 		e.Use(log.mw)
@@ -59,7 +60,7 @@ func TestIdempotencyHandlerErrorIsRecordedOnce(t *testing.T) {
 		e.POST("/orders", func(c echo.Context) error {
 			runs++
 			return echo.NewHTTPError(http.StatusBadRequest, "bad sku")
-		}, echomw.IdempotencyWithConfig(echomw.IdempotencyConfig{Store: store, IdentifierExtractor: tenant}))
+		}, echomw.IdempotencyWithConfig(echomw.IdempotencyConfig{Store: store, Principal: tenant}))
 
 		first := serve(e, "POST", "/orders", "x", withKey("k"), withTenant("A"))
 		if first.Code != http.StatusBadRequest || first.Body.String() != "{\"message\":\"bad sku\"}\n" {
@@ -81,7 +82,7 @@ func TestIdempotencyHandlerErrorIsRecordedOnce(t *testing.T) {
 // TestIdempotencyInterop uses one store from net/http and from Echo: a key
 // created through one replays through the other.
 func TestIdempotencyInterop(t *testing.T) {
-	eachStore(t, func(t *testing.T, store httpidem.Store) {
+	eachStore(t, func(t *testing.T, store testStore) {
 		var runs atomic.Int64
 		handler := func(w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "application/json")
@@ -93,7 +94,7 @@ func TestIdempotencyInterop(t *testing.T) {
 		})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler(w) }))
 		e := echo.New()
 		e.POST("/orders", func(c echo.Context) error { handler(c.Response()); return nil },
-			echomw.IdempotencyWithConfig(echomw.IdempotencyConfig{Store: store, IdentifierExtractor: tenant}))
+			echomw.IdempotencyWithConfig(echomw.IdempotencyConfig{Store: store, Principal: tenant}))
 
 		viaStd := func(key string) *httptest.ResponseRecorder {
 			w := httptest.NewRecorder()
@@ -113,11 +114,11 @@ func TestIdempotencyInterop(t *testing.T) {
 }
 
 func TestIdempotencyReturnsErrors(t *testing.T) {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	e := echo.New()
 	started, release := make(chan struct{}), make(chan struct{})
-	mw, _ := echomw.IdempotencyConfig{Store: store, IdentifierExtractor: tenant, Require: true}.ToMiddleware()
+	mw, _ := echomw.IdempotencyConfig{Store: store, Principal: tenant, Require: true}.ToMiddleware()
 	slow := mw(func(c echo.Context) error {
 		close(started)
 		<-release
@@ -161,22 +162,22 @@ func TestIdempotencyReturnsErrors(t *testing.T) {
 
 // countingStore counts Begin calls.
 type countingStore struct {
-	httpidem.Store
+	testStore
 	begins atomic.Int64
 }
 
 func (s *countingStore) Begin(ctx context.Context, a httpidem.BeginArgs) (httpidem.Begun, error) {
 	s.begins.Add(1)
-	return s.Store.Begin(ctx, a)
+	return s.testStore.Begin(ctx, a)
 }
 
 func TestIdempotencySkipper(t *testing.T) {
-	mem := httpidem.NewMemoryStore()
+	mem := must(httpidem.NewMemoryStore())
 	defer mem.Close()
-	store := &countingStore{Store: mem}
+	store := &countingStore{testStore: mem}
 	e := echo.New()
 	e.POST("/orders", func(c echo.Context) error { return c.NoContent(http.StatusCreated) },
-		echomw.IdempotencyWithConfig(echomw.IdempotencyConfig{Store: store, IdentifierExtractor: tenant,
+		echomw.IdempotencyWithConfig(echomw.IdempotencyConfig{Store: store, Principal: tenant,
 			Skipper: func(c echo.Context) bool { return c.Request().Header.Get("X-Internal") == "1" }}))
 	for i := 0; i < 3; i++ {
 		if w := serve(e, "POST", "/orders", "x", withKey("k"), withTenant("A"), withHeader("X-Internal", "1")); w.Code != http.StatusCreated {
@@ -198,11 +199,11 @@ func TestIdempotencySkipper(t *testing.T) {
 func TestIdempotencyWithRecoverAndLogger(t *testing.T) {
 	for _, order := range []string{"recover outside", "recover inside"} {
 		t.Run(order, func(t *testing.T) {
-			store := httpidem.NewMemoryStore()
+			store := must(httpidem.NewMemoryStore())
 			defer store.Close()
 			e := echo.New()
 			var log logger
-			idem := echomw.IdempotencyWithConfig(echomw.IdempotencyConfig{Store: store, IdentifierExtractor: tenant})
+			idem := echomw.IdempotencyWithConfig(echomw.IdempotencyConfig{Store: store, Principal: tenant})
 			runs := 0
 			h := func(c echo.Context) error {
 				runs++
@@ -235,47 +236,40 @@ func TestIdempotencyWithRecoverAndLogger(t *testing.T) {
 	}
 }
 
-func TestConfigErrorsDoNotPanic(t *testing.T) {
-	store := httpidem.NewMemoryStore()
+// TestConfigErrors: ToMiddleware returns a config mistake as an error;
+// the constructors panic with it at start-up, never a 500 per request.
+func TestConfigErrors(t *testing.T) {
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
-	e := echo.New()
-	ok := func(c echo.Context) error { return c.NoContent(http.StatusOK) }
 	if _, err := (echomw.IdempotencyConfig{}).ToMiddleware(); !errors.Is(err, httpidem.ErrInvalidConfig) {
 		t.Fatalf("nil store: %v", err)
 	}
 	if _, err := (echomw.DailyConfig{Store: store, Scope: "vote"}).ToMiddleware(); !errors.Is(err, httpidem.ErrInvalidConfig) {
-		t.Fatalf("nil extractor: %v", err)
+		t.Fatalf("nil Subject: %v", err)
 	}
-	if _, err := (echomw.ParamLockConfig{Params: []string{"sku"}}).ToMiddleware(); !errors.Is(err, echomw.ErrInvalidConfig) {
-		t.Fatalf("nil locker: %v", err)
+	if _, err := (echomw.ParamLockConfig{Params: []string{"sku"}}).ToMiddleware(); !errors.Is(err, httpidem.ErrInvalidConfig) {
+		t.Fatalf("nil Locks: %v", err)
 	}
-	for name, mw := range map[string]echo.MiddlewareFunc{
-		"idempotency": echomw.Idempotency(nil),
-		"daily":       echomw.Daily(store, "bad scope", tenant),
-		"paramlock":   echomw.ParamLock(nil, "sku"),
+	for name, f := range map[string]func(){
+		"idempotency": func() { echomw.Idempotency(nil) },
+		"daily":       func() { echomw.Daily(store, "bad scope", tenant) },
+		"paramlock":   func() { echomw.ParamLock(nil, "sku") },
+		"no params":   func() { echomw.ParamLock(core.NewMemory()) },
 	} {
-		rec := httptest.NewRecorder()
-		err := mw(ok)(e.NewContext(newRequest("POST", "/x", "", withKey("k"), withTenant("A")), rec))
-		var he *echo.HTTPError
-		if !errors.As(err, &he) || he.Code != http.StatusInternalServerError {
-			t.Fatalf("%s: %v", name, err)
-		}
-		isProblem(t, rec, http.StatusInternalServerError, httpidem.CodeMisconfigured)
+		t.Run(name, func(t *testing.T) { mustPanic(t, httpidem.ErrInvalidConfig, f) })
 	}
 }
 
 // TestTypedNilStore: a nil *httpidem.MemoryStore or *httpidem.RedisStore is
-// the configuration error of a nil Store, from ToMiddleware and as a 500
-// from the no-panic constructors — never a nil-pointer panic.
+// the configuration error of a nil Store, from ToMiddleware and as the
+// constructors' panic — never a nil-pointer panic.
 func TestTypedNilStore(t *testing.T) {
-	e := echo.New()
-	ok := func(c echo.Context) error { return c.NoContent(http.StatusOK) }
 	_, wantIdem := echomw.IdempotencyConfig{}.ToMiddleware()
-	_, wantDaily := echomw.DailyConfig{Scope: "vote", IdentifierExtractor: tenant}.ToMiddleware()
+	_, wantDaily := echomw.DailyConfig{Scope: "vote", Subject: tenant}.ToMiddleware()
 	if !errors.Is(wantIdem, httpidem.ErrInvalidConfig) || !errors.Is(wantDaily, httpidem.ErrInvalidConfig) {
 		t.Fatalf("nil Store: %v, %v", wantIdem, wantDaily)
 	}
-	for name, store := range map[string]httpidem.Store{
+	for name, store := range map[string]testStore{
 		"*MemoryStore": (*httpidem.MemoryStore)(nil),
 		"*RedisStore":  (*httpidem.RedisStore)(nil),
 	} {
@@ -283,19 +277,14 @@ func TestTypedNilStore(t *testing.T) {
 			if _, err := (echomw.IdempotencyConfig{Store: store}).ToMiddleware(); err == nil || err.Error() != wantIdem.Error() {
 				t.Errorf("Idempotency: %v, want %v", err, wantIdem)
 			}
-			if _, err := (echomw.DailyConfig{Store: store, Scope: "vote", IdentifierExtractor: tenant}).ToMiddleware(); err == nil || err.Error() != wantDaily.Error() {
+			if _, err := (echomw.DailyConfig{Store: store, Scope: "vote", Subject: tenant}).ToMiddleware(); err == nil || err.Error() != wantDaily.Error() {
 				t.Errorf("Daily: %v, want %v", err, wantDaily)
 			}
-			for mwName, mw := range map[string]echo.MiddlewareFunc{
-				"idempotency": echomw.Idempotency(store),
-				"daily":       echomw.Daily(store, "vote", tenant),
-			} {
-				rec := httptest.NewRecorder()
-				err := mw(ok)(e.NewContext(newRequest("POST", "/x", "", withKey("k"), withTenant("A")), rec))
-				if !errors.Is(err, httpidem.ErrInvalidConfig) {
-					t.Errorf("%s: %v", mwName, err)
-				}
-				isProblem(t, rec, http.StatusInternalServerError, httpidem.CodeMisconfigured)
+			if e := mustPanic(t, httpidem.ErrInvalidConfig, func() { echomw.Idempotency(store) }); e.Error() != wantIdem.Error() {
+				t.Errorf("Idempotency panicked with %v, want %v", e, wantIdem)
+			}
+			if e := mustPanic(t, httpidem.ErrInvalidConfig, func() { echomw.Daily(store, "vote", tenant) }); e.Error() != wantDaily.Error() {
+				t.Errorf("Daily panicked with %v, want %v", e, wantDaily)
 			}
 		})
 	}

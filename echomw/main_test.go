@@ -36,22 +36,22 @@ func prefix(t *testing.T) string {
 
 // eachStore runs f on a memory store, a miniredis one and, when it
 // answers (or LATCHKEY_REQUIRE_SERVERS=1), one on the shared Redis.
-func eachStore(t *testing.T, f func(t *testing.T, store httpidem.Store)) {
+func eachStore(t *testing.T, f func(t *testing.T, store testStore)) {
 	t.Run("memory", func(t *testing.T) {
-		s := httpidem.NewMemoryStore()
+		s := must(httpidem.NewMemoryStore())
 		t.Cleanup(func() { s.Close() })
 		f(t, s)
 	})
 	t.Run("miniredis", func(t *testing.T) {
 		_, rdb := startMiniredis(t, true)
-		s := httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t)))
+		s := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t))))
 		t.Cleanup(func() { s.Close() })
 		f(t, s)
 	})
 	t.Run("redis", func(t *testing.T) {
 		rdb := redistest.Client(t)
 		p := prefix(t)
-		s := httpidem.NewRedisStore(rdb, httpidem.WithPrefix(p))
+		s := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(p)))
 		t.Cleanup(func() {
 			s.Close()
 			deleteKeys(rdb, p)
@@ -109,9 +109,9 @@ func tenant(c echo.Context) (string, error) {
 	return "", errors.New("no X-Tenant")
 }
 
-// recoverMW is a minimal copy of Echo's middleware.Recover (which this
-// module cannot import: echo/v4/middleware needs golang.org/x/time, absent
-// from go.sum): it turns a panic into an error rendered by c.Error.
+// recoverMW is a minimal middleware.Recover that also returns the error
+// (Echo's returns nil after rendering it), so tests see it: it turns a
+// panic into an error rendered by c.Error.
 func recoverMW(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) (err error) {
 		defer func() {
@@ -223,4 +223,35 @@ func redisClientFailingFast(t *testing.T, addr string) *redis.Client {
 		DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
+}
+
+// testStore is what the tests need of a store: both protocols, counting.
+type testStore interface {
+	httpidem.IdempotencyStore
+	httpidem.ClaimCounter
+}
+
+// must returns v, or panics with err: for store constructors in tests.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// mustPanic calls f and checks that it panics with an error matching want;
+// it returns that error.
+func mustPanic(t *testing.T, want error, f func()) (got error) {
+	t.Helper()
+	defer func() {
+		t.Helper()
+		r := recover()
+		err, ok := r.(error)
+		if !ok || !errors.Is(err, want) {
+			t.Fatalf("panic %v, want an error matching %v", r, want)
+		}
+		got = err
+	}()
+	f()
+	return nil
 }

@@ -83,7 +83,7 @@ func unmarked(t *testing.T) echo.MiddlewareFunc {
 // the handler runs with the Observer's context, and the request is
 // restored afterwards.
 func TestObserverEcho(t *testing.T) {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	t.Cleanup(func() { store.Close() })
 	locks := core.NewMemory()
 	t.Cleanup(func() { locks.Close() })
@@ -91,11 +91,11 @@ func TestObserverEcho(t *testing.T) {
 	var d decisions
 	e := echo.New()
 	e.POST("/orders", marked(t, "idempotency/orders"), unmarked(t),
-		echomw.IdempotencyWithConfig(echomw.IdempotencyConfig{Store: store, Observer: obs, Scope: "orders", IdentifierExtractor: tenant}))
+		echomw.IdempotencyWithConfig(echomw.IdempotencyConfig{Store: store, Observer: obs, Scope: "orders", Principal: tenant}))
 	e.POST("/vote/:item", marked(t, "daily/vote"), recoverMW, unmarked(t),
-		echomw.DailyWithConfig(echomw.DailyConfig{Store: store, Scope: "vote", IdentifierExtractor: tenant, Observer: obs, OnDecision: d.record}))
+		echomw.DailyWithConfig(echomw.DailyConfig{Store: store, Scope: "vote", Subject: tenant, Observer: obs, OnDecision: d.record}))
 	e.POST("/sku/:sku/deduct", marked(t, "paramlock//sku/:sku/deduct"), recoverMW, unmarked(t),
-		echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locker: locks, Params: []string{"sku"}, Observer: obs}))
+		echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locks: locks, Params: []string{"sku"}, Observer: obs}))
 
 	serve(e, "POST", "/orders", "a", withKey("k"), withTenant("u1"))
 	serve(e, "POST", "/orders", "a", withKey("k"), withTenant("u1"))

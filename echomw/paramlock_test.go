@@ -3,6 +3,7 @@ package echomw_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -30,7 +31,7 @@ func TestParamLockOneAtATime(t *testing.T) {
 			time.Sleep(2 * time.Millisecond) // the read-modify-write a lock protects
 			runs.Add(1)
 			return c.NoContent(http.StatusOK)
-		}, echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locker: locks, Params: []string{"sku"}, WaitTimeout: 30 * time.Second}))
+		}, echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locks: locks, Params: []string{"sku"}, WaitTimeout: 30 * time.Second}))
 		const n = 20
 		var wg sync.WaitGroup
 		codes := make(chan int, n)
@@ -106,11 +107,11 @@ func TestParamLockNoWaitConflict(t *testing.T) {
 			t.Fatalf("lock %q not held: %+v %v", "/sku/:sku/deduct|sku=42", info, err)
 		}
 		w := serve(e, "POST", "/sku/42/deduct", "")
-		isProblem(t, w, http.StatusConflict, echomw.CodeLocked)
+		isProblem(t, w, http.StatusConflict, httpidem.CodeLocked)
 		if w.Header().Get("Retry-After") != "1" {
 			t.Fatalf("Retry-After %q", w.Header().Get("Retry-After"))
 		}
-		if l := log.last(); !errors.Is(l.err, echomw.ErrLocked) || l.status != http.StatusConflict {
+		if l := log.last(); !errors.Is(l.err, httpidem.ErrLocked) || l.status != http.StatusConflict {
 			t.Fatalf("logger saw %+v", l)
 		}
 		if w := serve(e, "POST", "/sku/43/deduct", ""); w.Code != http.StatusOK {
@@ -133,7 +134,7 @@ func TestParamLockReleasedOnEveryPath(t *testing.T) {
 				panic("boom")
 			}
 			return c.NoContent(http.StatusOK)
-		}, recoverMW, echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locker: locks, Params: []string{"sku"}, OnDecision: d.record}))
+		}, recoverMW, echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locks: locks, Params: []string{"sku"}, OnDecision: d.record}))
 		for _, mode := range []string{"ok", "error", "panic", "ok"} {
 			want := map[string]int{"ok": 200, "error": 500, "panic": 500}[mode]
 			if w := serve(e, "POST", "/sku/7/deduct", "", withHeader("X-Mode", mode)); w.Code != want {
@@ -172,14 +173,14 @@ func TestParamLockRenewsAndLoses(t *testing.T) {
 			causes <- context.Cause(c.Request().Context())
 			return c.Request().Context().Err()
 		}
-	}, echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locker: locks, Params: []string{"sku"}, TTL: ttl, OnDecision: d.record}))
+	}, echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locks: locks, Params: []string{"sku"}, TTL: ttl, OnDecision: d.record}))
 
 	// Renewed: a handler running for several TTLs keeps the lock.
 	done := make(chan *httptest.ResponseRecorder, 1)
 	go func() { done <- serve(e, "POST", "/sku/1/deduct", "") }()
 	<-started
 	time.Sleep(4 * ttl)
-	isProblem(t, serve(e, "POST", "/sku/1/deduct", ""), http.StatusConflict, echomw.CodeLocked)
+	isProblem(t, serve(e, "POST", "/sku/1/deduct", ""), http.StatusConflict, httpidem.CodeLocked)
 	close(release)
 	if w := <-done; w.Code != http.StatusOK {
 		t.Fatalf("long handler: %d", w.Code)
@@ -204,7 +205,7 @@ func TestParamLockValidatesValues(t *testing.T) {
 	locks := core.NewMemory()
 	defer locks.Close()
 	e := echo.New()
-	mw, err := echomw.ParamLockConfig{Locker: locks, Params: []string{"sku"}}.ToMiddleware()
+	mw, err := echomw.ParamLockConfig{Locks: locks, Params: []string{"sku"}}.ToMiddleware()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,19 +220,24 @@ func TestParamLockValidatesValues(t *testing.T) {
 	}
 	for _, bad := range []string{"", "a{b", "a}b", "a\x00b", "a\nb", strings.Repeat("x", 129)} {
 		rec, err := call("/sku/:sku/deduct", []string{"sku"}, bad)
-		if !errors.Is(err, echomw.ErrInvalidParam) {
+		if !errors.Is(err, httpidem.ErrInvalidParam) {
 			t.Fatalf("value %q: %v", bad, err)
 		}
-		isProblem(t, rec, http.StatusBadRequest, httpidem.CodeBadRequest)
+		isProblem(t, rec, http.StatusBadRequest, httpidem.CodeInvalidRequest)
 	}
 	if rec, err := call("/sku/:sku/deduct", []string{"sku"}, strings.Repeat("x", 128)); err != nil || rec.Code != http.StatusOK {
 		t.Fatalf("128-byte value: %v", err)
 	}
-	rec, err := call("/items/:id", []string{"id"}, "1")
-	if !errors.Is(err, echomw.ErrInvalidConfig) {
-		t.Fatalf("route without the parameter: %v", err)
-	}
-	isProblem(t, rec, http.StatusInternalServerError, httpidem.CodeMisconfigured)
+	// A route without the parameter is a programming error: its request
+	// panics, naming the route and the parameter (Recover logs it).
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), `"/items/:id"`) || !strings.Contains(fmt.Sprint(r), `"sku"`) {
+				t.Fatalf("route without the parameter: panic %v, want one naming the route and sku", r)
+			}
+		}()
+		call("/items/:id", []string{"id"}, "1")
+	}()
 }
 
 func TestParamLockBackendDown(t *testing.T) {
@@ -242,7 +248,7 @@ func TestParamLockBackendDown(t *testing.T) {
 	defer locks.Close()
 	e := echo.New()
 	e.POST("/sku/:sku/deduct", func(c echo.Context) error { return c.NoContent(http.StatusOK) }, echomw.ParamLock(locks, "sku"))
-	isProblem(t, serve(e, "POST", "/sku/1/deduct", ""), http.StatusServiceUnavailable, httpidem.CodeStoreUnavailable)
+	isProblem(t, serve(e, "POST", "/sku/1/deduct", ""), http.StatusServiceUnavailable, httpidem.CodeUnavailable)
 }
 
 // holdWhile serves target on e in the background with X-Slow set, returns
@@ -285,7 +291,7 @@ func TestParamLockDecodesValues(t *testing.T) {
 		e := echo.New()
 		started, release := slowRoute(e, locks, "/sku/:sku", "sku")
 		finish := holdWhile(t, e, started, release, "/sku/A")
-		isProblem(t, serve(e, "POST", "/sku/%41", ""), http.StatusConflict, echomw.CodeLocked)
+		isProblem(t, serve(e, "POST", "/sku/%41", ""), http.StatusConflict, httpidem.CodeLocked)
 		if w := serve(e, "POST", "/sku/%61", ""); w.Code != http.StatusOK {
 			t.Errorf("/sku/%%61 (SKU a) while A is held: %d", w.Code)
 		}
@@ -294,7 +300,7 @@ func TestParamLockDecodesValues(t *testing.T) {
 		}
 
 		finish = holdWhile(t, e, started, release, "/sku/%41")
-		isProblem(t, serve(e, "POST", "/sku/A", ""), http.StatusConflict, echomw.CodeLocked)
+		isProblem(t, serve(e, "POST", "/sku/A", ""), http.StatusConflict, httpidem.CodeLocked)
 		finish()
 
 		// Echo routes on URL.RawPath when it is set; one that does not
@@ -303,7 +309,7 @@ func TestParamLockDecodesValues(t *testing.T) {
 		r.URL.RawPath = "/sku/%zz"
 		w := httptest.NewRecorder()
 		e.ServeHTTP(w, r)
-		isProblem(t, w, http.StatusBadRequest, httpidem.CodeBadRequest)
+		isProblem(t, w, http.StatusBadRequest, httpidem.CodeInvalidRequest)
 	})
 }
 
@@ -330,7 +336,7 @@ func TestParamLockValuesJoinUnambiguously(t *testing.T) {
 		}
 		// The same tuple, spelt differently, is the same lock.
 		finish := holdWhile(t, e, started, release, "/pair/1%7Cb=2/3")
-		isProblem(t, serve(e, "POST", "/pair/1|b=2/3", ""), http.StatusConflict, echomw.CodeLocked)
+		isProblem(t, serve(e, "POST", "/pair/1|b=2/3", ""), http.StatusConflict, httpidem.CodeLocked)
 		finish()
 	})
 }

@@ -1,44 +1,43 @@
 package echomw
 
 import (
-	"net/url"
-	"strings"
+	"net/http"
 
 	"github.com/labstack/echo/v4"
+	"github.com/latchkey/latchkey/httpidem"
 )
 
-// paramValue returns raw, a route parameter value of c, as the request
-// meant it. Echo routes on the escaped path when the request has one that
-// differs from the decoded path (URL.RawPath), and c.Param then returns the
-// value still escaped: /sku/%41 gives "%41" where /sku/A gives "A".
-// paramValue decodes such a value with url.PathUnescape, as Echo does for
-// the paths it unescapes itself, so that both give "A". A value that
-// cannot be decoded is an error.
-func paramValue(c echo.Context, raw string) (string, error) {
-	if c.Request().URL.RawPath == "" {
-		return raw, nil // routed on URL.Path: already decoded
-	}
-	return url.PathUnescape(raw)
-}
-
-// escapeParam returns s with '%' and the bytes of seps percent-encoded,
-// so that values joined with those separators stay unambiguous. Other
-// bytes are kept: a value without them is returned as it is.
-func escapeParam(s, seps string) string {
-	const hex = "0123456789ABCDEF"
-	if !strings.ContainsAny(s, seps) && !strings.Contains(s, "%") {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 8)
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '%' || strings.IndexByte(seps, c) >= 0 {
-			b.WriteByte('%')
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&15])
-		} else {
-			b.WriteByte(c)
+// routeParams returns the route parameters of c as httpidem.Params. Echo
+// routes on the escaped path when the request has one that differs from
+// the decoded path (URL.RawPath), and c.Param then returns the value still
+// escaped: /sku/%41 gives "%41" where /sku/A gives "A". Such values are
+// marked Escaped, so httpidem decodes them as Echo decodes the paths it
+// unescapes itself, and both give "A".
+func routeParams(c echo.Context) []httpidem.Param {
+	names, values := c.ParamNames(), c.ParamValues()
+	escaped := c.Request().URL.RawPath != ""
+	params := make([]httpidem.Param, len(names))
+	for i, name := range names {
+		params[i] = httpidem.Param{Name: name, Escaped: escaped}
+		if i < len(values) {
+			params[i].Value = values[i]
 		}
 	}
-	return b.String()
+	return params
+}
+
+// routeObject is the default Daily object: the route's parameter values
+// joined by httpidem.JoinParams ("9" on /vote/:item, "" without
+// parameters).
+func routeObject(c echo.Context) (string, error) {
+	return httpidem.JoinParams(routeParams(c))
+}
+
+// extractor adapts an Echo extractor to the request-based form the
+// httpidem guards take (nil stays nil: the guard's default).
+func extractor(c echo.Context, f func(echo.Context) (string, error)) func(*http.Request) (string, error) {
+	if f == nil {
+		return nil
+	}
+	return func(*http.Request) (string, error) { return f(c) }
 }

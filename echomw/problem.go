@@ -25,19 +25,6 @@ func DefaultErrorHandler(c echo.Context, err error) error {
 	return &echo.HTTPError{Code: p.Status, Message: p.Detail, Internal: p}
 }
 
-// misconfigured is the middleware of an invalid config: every request
-// fails with a 500 problem (no panic at construction).
-func misconfigured(err error, handle func(echo.Context, error) error) echo.MiddlewareFunc {
-	if handle == nil {
-		handle = DefaultErrorHandler
-	}
-	p := &httpidem.Problem{Status: http.StatusInternalServerError, Code: httpidem.CodeMisconfigured,
-		Detail: "the server is misconfigured", Err: err}
-	return func(echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error { return handle(c, p) }
-	}
-}
-
 // statusOf is the status a handler answered: what went out if the
 // response is committed, else what Echo's error handler will send.
 func statusOf(c echo.Context, err error) int {
@@ -53,5 +40,10 @@ func statusOf(c echo.Context, err error) int {
 	return http.StatusInternalServerError
 }
 
-// neverSkip is the default Skipper.
-func neverSkip(echo.Context) bool { return false }
+// orDefault returns h, or DefaultErrorHandler when it is nil.
+func orDefault(h func(echo.Context, error) error) func(echo.Context, error) error {
+	if h == nil {
+		return DefaultErrorHandler
+	}
+	return h
+}

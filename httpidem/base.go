@@ -29,13 +29,13 @@ type claimKeys struct {
 	hll     string // "<prefix>:day:{<scope>:<day>:<object>}:h"
 }
 
-// base implements Store over a core.Client (leases) and a kv.
+// base implements IdempotencyStore and ClaimCounter over a core.Client
+// (leases) and a kv. RedisStore and MemoryStore embed it.
 type base struct {
 	prefix   string
 	locks    *core.Client
 	ownLocks bool
 	kv       kv
-	err      error // configuration error, returned by every call
 
 	closeOnce sync.Once
 }
@@ -50,15 +50,13 @@ const (
 )
 
 func storeErr(op string, err error) error {
-	return fmt.Errorf("%w: %s: %w", ErrStoreUnavailable, op, err)
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
 }
 
 func (b *base) recordKey(key string) string { return b.prefix + ":{" + key + "}:resp" }
 
-func (b *base) begin(ctx context.Context, a BeginArgs) (Begun, error) {
-	if b.err != nil {
-		return Begun{}, b.err
-	}
+// Begin implements IdempotencyStore.
+func (b *base) Begin(ctx context.Context, a BeginArgs) (Begun, error) {
 	switch {
 	case a.Key == "" || len(a.Key) > maxBeginKey:
 		return Begun{}, fmt.Errorf("%w: key of %d bytes (want 1 to %d)", ErrInvalidArgument, len(a.Key), maxBeginKey)
@@ -143,7 +141,7 @@ func (l *coreLease) Lost() <-chan struct{} { return l.lk.Lost() }
 
 func (l *coreLease) Err() error {
 	if err := l.lk.Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrLeaseLost, err)
+		return fmt.Errorf("%w: %w", ErrLost, err)
 	}
 	return nil
 }
@@ -164,7 +162,7 @@ func (l *coreLease) Complete(ctx context.Context, rec *Record, ttl time.Duration
 	case err != nil:
 		return storeErr("store record", err)
 	case !stored:
-		return fmt.Errorf("%w: a later request stored its response first", ErrLeaseLost)
+		return fmt.Errorf("%w: a later request stored its response first", ErrLost)
 	}
 	return relErr
 }
@@ -175,7 +173,7 @@ func (l *coreLease) Release(ctx context.Context) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, core.ErrNotHeld):
-		return fmt.Errorf("%w: %w", ErrLeaseLost, err)
+		return fmt.Errorf("%w: %w", ErrLost, err)
 	}
 	return storeErr("release lease", err)
 }
@@ -208,9 +206,6 @@ func (b *base) dayKeys(scope, object string, day Day) (claimKeys, error) {
 }
 
 func (b *base) claimArgs(a ClaimArgs) (claimKeys, error) {
-	if b.err != nil {
-		return claimKeys{}, b.err
-	}
 	k, err := b.dayKeys(a.Scope, a.Object, a.Day)
 	if err != nil {
 		return k, err
@@ -229,7 +224,8 @@ func (b *base) claimArgs(a ClaimArgs) (claimKeys, error) {
 	return k, nil
 }
 
-func (b *base) claim(ctx context.Context, a ClaimArgs) (bool, error) {
+// Claim implements ClaimStore.
+func (b *base) Claim(ctx context.Context, a ClaimArgs) (bool, error) {
 	k, err := b.claimArgs(a)
 	if err != nil {
 		return false, err
@@ -241,7 +237,8 @@ func (b *base) claim(ctx context.Context, a ClaimArgs) (bool, error) {
 	return first, nil
 }
 
-func (b *base) unclaim(ctx context.Context, a ClaimArgs) error {
+// Unclaim implements ClaimStore.
+func (b *base) Unclaim(ctx context.Context, a ClaimArgs) error {
 	k, err := b.claimArgs(a)
 	if err != nil {
 		return err
@@ -255,10 +252,8 @@ func (b *base) unclaim(ctx context.Context, a ClaimArgs) error {
 	return nil
 }
 
-func (b *base) count(ctx context.Context, scope, object string, day Day) (int64, error) {
-	if b.err != nil {
-		return 0, b.err
-	}
+// Count implements ClaimCounter.
+func (b *base) Count(ctx context.Context, scope, object string, day Day) (int64, error) {
 	k, err := b.dayKeys(scope, object, day)
 	if err != nil {
 		return 0, err
@@ -270,7 +265,10 @@ func (b *base) count(ctx context.Context, scope, object string, day Day) (int64,
 	return n, nil
 }
 
-func (b *base) close() error {
+// Close closes the core.Client the store created (releasing the leases it
+// still holds); a Client given with WithLocks stays open, and a Redis
+// client is never closed. Calling it again does nothing.
+func (b *base) Close() error {
 	b.closeOnce.Do(func() {
 		if b.ownLocks && b.locks != nil {
 			_ = b.locks.Close()

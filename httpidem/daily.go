@@ -1,24 +1,24 @@
 package httpidem
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 )
 
-// DailyConfig configures Daily and NewGate. Store, Scope and (for Daily)
-// Subject are required; zero fields take the defaults documented on them.
+// DailyConfig configures Daily, NewDailyGuard and NewGate. Store, Scope
+// and (for Daily) Subject are required; zero fields take the defaults
+// documented on them.
 type DailyConfig struct {
 	// Skipper returns true for requests passed through untouched. nil: none.
 	Skipper func(r *http.Request) bool
 
 	// Store keeps the claims. Required: nil, or a nil *RedisStore or
-	// *MemoryStore, is ErrInvalidConfig.
-	Store Store
+	// *MemoryStore, is ErrInvalidConfig. Mode ModeCount and Counted need a
+	// ClaimCounter.
+	Store ClaimStore
 
 	// Scope names what is limited ("vote", "checkin", "read"): 1 to 64
 	// bytes of [A-Za-z0-9._-]. Required.
@@ -34,7 +34,7 @@ type DailyConfig struct {
 
 	// Subject returns who is acting (a user or device ID). An error or an
 	// empty string answers 401: such requests never share a bucket.
-	// Required by Daily.
+	// Required by Daily (a DailyGuard may get it per request instead).
 	Subject func(r *http.Request) (string, error)
 
 	// Object returns what is acted on (an item ID). An error answers 400.
@@ -50,7 +50,8 @@ type DailyConfig struct {
 	Approximate bool
 
 	// Counted makes Gate mode also count first claims exactly (in the same
-	// atomic script), so Gate.Count and Store.Count answer. Gate mode only.
+	// atomic script), so Gate.Count and ClaimCounter.Count answer. Gate
+	// mode only.
 	Counted bool
 
 	// Grace is how long a claim is kept past the end of its day. 0:
@@ -78,7 +79,7 @@ type DailyConfig struct {
 	FailOpen bool
 
 	// ProblemWriter writes error answers. nil: WriteProblem.
-	ProblemWriter func(w http.ResponseWriter, r *http.Request, p *Problem)
+	ProblemWriter ProblemWriter
 
 	// OnDecision, if set, is called with every decision (see Decision).
 	OnDecision func(ctx context.Context, d Decision)
@@ -102,59 +103,86 @@ func DefaultReleaseOn(status int) bool { return status >= 500 }
 
 // Daily returns net/http middleware that lets a subject through once per
 // object per local day (Gate mode) or counts it once (Count mode); see the
-// package doc. It never panics: if cfg is invalid, the middleware answers
-// every request with 500 and code "misconfigured" — call cfg.ToMiddleware
-// at start-up to get the error instead.
+// package doc. Like Echo's middleware constructors it panics, at start-up,
+// if cfg is invalid (a nil Subject, say; the message matches
+// ErrInvalidConfig); use cfg.ToMiddleware to get the error instead.
 func Daily(cfg DailyConfig) func(http.Handler) http.Handler {
 	mw, err := cfg.ToMiddleware()
 	if err != nil {
-		return misconfigured(err, cfg.ProblemWriter)
+		panic(err)
 	}
 	return mw
 }
 
 // ToMiddleware validates cfg and returns the middleware, or an error
-// matching ErrInvalidConfig.
+// matching ErrInvalidConfig. It never panics.
 func (cfg DailyConfig) ToMiddleware() (func(http.Handler) http.Handler, error) {
-	g, err := NewGate(cfg)
-	if err != nil {
-		return nil, err
-	}
 	if cfg.Subject == nil {
 		return nil, fmt.Errorf("%w: nil Subject", ErrInvalidConfig)
 	}
-	if cfg.ReleaseOn == nil {
-		cfg.ReleaseOn = DefaultReleaseOn
+	g, err := NewDailyGuard(cfg)
+	if err != nil {
+		return nil, err
 	}
-	d := &daily{cfg: cfg, g: g}
+	write := problemWriter(cfg.ProblemWriter)
 	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { d.serve(w, r, next) })
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			serve(w, next, g.Begin(r, DailyExtractors{}), write, cfg.DuplicateHandler)
+		})
 	}, nil
 }
 
-type daily struct {
+// DailyExtractors identify one request for DailyGuard.Begin. A nil field
+// uses the config's Subject, Object or LocationFor. Adapters for other
+// frameworks set them to closures over their own request context.
+type DailyExtractors struct {
+	Subject  func(r *http.Request) (string, error)
+	Object   func(r *http.Request) (string, error)
+	Location func(r *http.Request) (*time.Location, error)
+}
+
+// A DailyGuard is the framework-neutral once-per-day protocol of Daily, on
+// a Gate: the net/http middleware Daily and package echomw are thin layers
+// over it. Adapters drive its Begin as the Call doc shows. It is safe for
+// concurrent use.
+type DailyGuard struct {
 	cfg DailyConfig
 	g   *Gate
 }
 
+// NewDailyGuard validates cfg (as NewGate, without requiring Subject) and
+// returns its guard. The error matches ErrInvalidConfig.
+func NewDailyGuard(cfg DailyConfig) (*DailyGuard, error) {
+	g, err := NewGate(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ReleaseOn == nil {
+		cfg.ReleaseOn = DefaultReleaseOn
+	}
+	return &DailyGuard{cfg: cfg, g: g}, nil
+}
+
 // start starts observing a request's decisions.
-func (d *daily) start(ctx context.Context) (context.Context, reporter) {
+func (d *DailyGuard) start(ctx context.Context) (context.Context, reporter) {
 	return startReport(ctx, d.cfg.Observer, d.cfg.OnDecision, KindDaily, d.cfg.Scope)
 }
 
-// problem answers p, reported as the request's last decision.
-func (d *daily) problem(ctx context.Context, rep *reporter, w http.ResponseWriter, r *http.Request, p *Problem, o Outcome) {
-	rep.last(ctx, o, p.Status, p.Err)
-	if d.cfg.ProblemWriter != nil {
-		d.cfg.ProblemWriter(w, r, p)
-		return
-	}
-	WriteProblem(w, p)
-}
-
 // who extracts subject, object and location, or the problem to answer.
-func (d *daily) who(r *http.Request) (subject, object string, loc *time.Location, p *Problem) {
-	subject, err := d.cfg.Subject(r)
+func (d *DailyGuard) who(r *http.Request, ex DailyExtractors) (subject, object string, loc *time.Location, p *Problem) {
+	if ex.Subject == nil {
+		ex.Subject = d.cfg.Subject
+	}
+	if ex.Subject == nil {
+		panic("httpidem: DailyGuard.Begin: no Subject in the config or the extractors")
+	}
+	if ex.Object == nil {
+		ex.Object = d.cfg.Object
+	}
+	if ex.Location == nil {
+		ex.Location = d.cfg.LocationFor
+	}
+	subject, err := ex.Subject(r)
 	if err != nil || subject == "" {
 		if err == nil {
 			err = errors.New("empty subject")
@@ -162,99 +190,133 @@ func (d *daily) who(r *http.Request) (subject, object string, loc *time.Location
 		return "", "", nil, newProblem(http.StatusUnauthorized, CodeUnauthenticated,
 			"the caller could not be identified", fmt.Errorf("%w: %w", ErrUnauthenticated, err))
 	}
-	if d.cfg.Object != nil {
-		if object, err = d.cfg.Object(r); err != nil {
-			return "", "", nil, newProblem(http.StatusBadRequest, CodeBadRequest,
-				"the request does not name a valid object", fmt.Errorf("%w: object: %w", ErrBadRequest, err))
+	if ex.Object != nil {
+		if object, err = ex.Object(r); err != nil {
+			return "", "", nil, invalidRequest("the request does not name a valid object", fmt.Errorf("object: %w", err))
 		}
 	}
-	if d.cfg.LocationFor != nil {
-		if loc, err = d.cfg.LocationFor(r); err != nil {
-			return "", "", nil, newProblem(http.StatusBadRequest, CodeBadRequest,
-				"the request's time zone is invalid", fmt.Errorf("%w: location: %w", ErrBadRequest, err))
+	if ex.Location != nil {
+		if loc, err = ex.Location(r); err != nil {
+			return "", "", nil, invalidRequest("the request's time zone is invalid", fmt.Errorf("location: %w", err))
 		}
 	}
 	return subject, object, loc, nil
 }
 
-// storeProblem is the answer to a failed Take.
-func storeProblem(err error) *Problem {
-	if errors.Is(err, ErrInvalidArgument) {
-		return newProblem(http.StatusBadRequest, CodeBadRequest, "the request's subject or object is invalid",
-			fmt.Errorf("%w: %w", ErrBadRequest, err))
-	}
-	return newProblem(http.StatusServiceUnavailable, CodeStoreUnavailable, "claim store unavailable", err)
+// invalidRequest is a 400 for err.
+func invalidRequest(detail string, err error) *Problem {
+	return newProblem(http.StatusBadRequest, CodeInvalidRequest, detail, fmt.Errorf("%w: %w", ErrInvalidRequest, err))
 }
 
-func (d *daily) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+// Begin decides r: ActionPass when the Skipper skips it, or when the store
+// failed and FailOpen is set; ActionAnswer with the problem (400, 401,
+// 503); ActionDuplicate for the subject's later requests of the day; or
+// ActionRun — a first claim (Gate mode; Finish keeps it or gives it back),
+// or any identified request in Count mode (Finish counts a 2xx answer).
+// Call.Request carries the Ticket of a gated request (TicketFromContext).
+func (d *DailyGuard) Begin(r *http.Request, ex DailyExtractors) *Call {
 	if d.cfg.Skipper != nil && d.cfg.Skipper(r) {
-		next.ServeHTTP(w, r)
-		return
+		return pass(r)
 	}
-	subject, object, loc, p := d.who(r)
+	subject, object, loc, p := d.who(r, ex)
 	if p != nil {
 		ctx, rep := d.start(r.Context())
-		d.problem(ctx, &rep, w, r, p, OutcomeInvalid)
-		return
+		rep.last(ctx, OutcomeInvalid, p.Status, p.Err)
+		return answer(r, p)
 	}
 	if d.cfg.Mode == ModeCount {
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
-		if sw.code() >= 200 && sw.code() < 300 {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), completeTimeout)
-			defer cancel()
-			d.counted(cctx, subject, object, loc)
-		}
-		return
+		return &Call{action: ActionRun, req: r, run: &counting{d: d, ctx: r.Context(), subject: subject, object: object, loc: loc}}
 	}
 	ctx, rep := d.start(r.Context())
 	t, err := d.g.Take(ctx, subject, object, loc)
 	if err != nil {
-		if d.cfg.FailOpen && !errors.Is(err, ErrInvalidArgument) {
+		if errors.Is(err, ErrInvalidArgument) {
+			p := invalidRequest("the request's subject or object is invalid", err)
+			rep.last(ctx, OutcomeInvalid, p.Status, p.Err)
+			return answer(r, p)
+		}
+		if d.cfg.FailOpen {
 			rep.last(ctx, OutcomeStoreError, 0, err)
-			next.ServeHTTP(w, r)
-			return
+			return pass(r)
 		}
-		p := storeProblem(err)
-		o := OutcomeStoreError
-		if p.Status == http.StatusBadRequest {
-			o = OutcomeInvalid
-		}
-		d.problem(ctx, &rep, w, r, p, o)
-		return
+		p := newProblem(http.StatusServiceUnavailable, CodeUnavailable, "claim store unavailable", err)
+		rep.last(ctx, OutcomeStoreError, p.Status, p.Err)
+		return answer(r, p)
 	}
 	r = r.WithContext(NewTicketContext(ctx, t))
 	if !t.First {
-		if d.cfg.DuplicateHandler != nil {
-			rep.last(ctx, OutcomeDuplicate, 0, nil)
-			d.cfg.DuplicateHandler.ServeHTTP(w, r)
-			return
-		}
 		p := newProblem(http.StatusConflict, CodeAlreadyClaimed,
 			"already done today; try again after local midnight", ErrAlreadyClaimed)
 		p.RetryAfter = t.RetryAfter
-		d.problem(ctx, &rep, w, r, p, OutcomeDuplicate)
-		return
+		rep.last(ctx, OutcomeDuplicate, p.Status, nil)
+		return &Call{action: ActionDuplicate, req: r, problem: p}
 	}
 	rep.decided(ctx, OutcomeFirst, 0, nil)
-	sw := &statusWriter{ResponseWriter: w}
-	ok := false
-	defer func() {
-		if !ok || d.cfg.ReleaseOn(sw.code()) { // a panic, or a failure
-			err := t.Release(ctx)
-			rep.last(ctx, OutcomeReleased, 0, err)
-			return
-		}
-		rep.close(OutcomeFirst, 0, nil) // kept, as decided
-	}()
-	next.ServeHTTP(sw, r)
-	ok = true
+	return &Call{action: ActionRun, req: r, run: &claimed{d: d, ctx: ctx, t: t, rep: rep}}
 }
 
-// counted takes a Count-mode claim after a successful answer.
-func (d *daily) counted(ctx context.Context, subject, object string, loc *time.Location) {
-	ctx, rep := d.start(ctx)
-	t, err := d.g.Take(ctx, subject, object, loc)
+// noted notes the status of the response a handler sends.
+type noted struct{ sw *statusWriter }
+
+func (n *noted) writer(w http.ResponseWriter) http.ResponseWriter {
+	n.sw = &statusWriter{ResponseWriter: w}
+	return n.sw
+}
+
+// status is given, or else what went out (200 if nothing did).
+func (n *noted) status(given int) int {
+	switch {
+	case given != 0:
+		return given
+	case n.sw != nil:
+		return n.sw.code()
+	}
+	return http.StatusOK
+}
+
+// claimed runs a gated request that holds today's first claim.
+type claimed struct {
+	noted
+	d   *DailyGuard
+	ctx context.Context
+	t   *Ticket
+	rep reporter
+}
+
+// finish keeps the claim, or gives it back when the handler failed.
+func (c *claimed) finish(status int) *Problem {
+	if c.d.cfg.ReleaseOn(c.status(status)) {
+		c.abort()
+		return nil
+	}
+	c.rep.close(OutcomeFirst, 0, nil) // kept, as decided
+	return nil
+}
+
+// abort gives the claim back (a panic, or a failure).
+func (c *claimed) abort() {
+	err := c.t.Release(c.ctx)
+	c.rep.last(c.ctx, OutcomeReleased, 0, err)
+}
+
+// counting runs a Count-mode request: its claim is taken after a 2xx
+// answer, and only that claim is observed.
+type counting struct {
+	noted
+	d               *DailyGuard
+	ctx             context.Context
+	subject, object string
+	loc             *time.Location
+}
+
+func (c *counting) finish(status int) *Problem {
+	if s := c.status(status); s < 200 || s >= 300 {
+		return nil
+	}
+	ctx, cancel := finishContext(c.ctx)
+	defer cancel()
+	ctx, rep := c.d.start(ctx)
+	t, err := c.d.g.Take(ctx, c.subject, c.object, c.loc)
 	switch {
 	case err != nil:
 		rep.last(ctx, OutcomeStoreError, 0, err)
@@ -263,39 +325,7 @@ func (d *daily) counted(ctx context.Context, subject, object string, loc *time.L
 	default:
 		rep.last(ctx, OutcomeDuplicate, 0, nil)
 	}
+	return nil
 }
 
-// statusWriter remembers the status a handler answered with.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 && (code < 100 || code >= 200 || code == http.StatusSwitchingProtocols) {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(p []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(p)
-}
-
-func (s *statusWriter) code() int {
-	if s.status == 0 {
-		return http.StatusOK
-	}
-	return s.status
-}
-
-func (s *statusWriter) Flush() { _ = http.NewResponseController(s.ResponseWriter).Flush() }
-
-func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(s.ResponseWriter).Hijack()
-}
-
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+func (c *counting) abort() {}

@@ -47,7 +47,7 @@ func voteMux(t *testing.T, cfg httpidem.DailyConfig, h http.HandlerFunc) http.Ha
 func ok(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "voted") }
 
 func TestDailyGate(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store httpidem.Store) {
+	eachBackend(t, func(t *testing.T, store testStore) {
 		loc := mustZone(t, "Europe/Berlin")
 		now := time.Now().Truncate(time.Second)
 		var d decisions
@@ -77,7 +77,7 @@ func TestDailyGate(t *testing.T) {
 			t.Fatalf("another item: %d", w.Code)
 		}
 		problem(t, do(h, "POST", "/vote/9", ""), http.StatusUnauthorized, httpidem.CodeUnauthenticated)
-		problem(t, do(h, "POST", "/vote/bad", "", withUser("u1")), http.StatusBadRequest, httpidem.CodeBadRequest)
+		problem(t, do(h, "POST", "/vote/bad", "", withUser("u1")), http.StatusBadRequest, httpidem.CodeInvalidRequest)
 		want := []httpidem.Outcome{"first", "duplicate", "first", "first", "invalid", "invalid"}
 		got := d.outcomes()
 		if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -92,7 +92,7 @@ func TestDailyGate(t *testing.T) {
 }
 
 func TestDailyDuplicateHandler(t *testing.T) {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	dup := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tk, _ := httpidem.TicketFromContext(r.Context())
@@ -109,7 +109,7 @@ func TestDailyDuplicateHandler(t *testing.T) {
 }
 
 func TestDailyReleasesOnFailure(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store httpidem.Store) {
+	eachBackend(t, func(t *testing.T, store testStore) {
 		var d decisions
 		runs := 0
 		h := voteMux(t, httpidem.DailyConfig{Store: store, Scope: "vote", OnDecision: d.record}, func(w http.ResponseWriter, r *http.Request) {
@@ -144,7 +144,7 @@ func TestDailyReleasesOnFailure(t *testing.T) {
 		}
 	})
 	// ReleaseOn widens what counts as failure.
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	h := voteMux(t, httpidem.DailyConfig{Store: store, Scope: "vote", ReleaseOn: func(s int) bool { return s >= 400 }},
 		func(w http.ResponseWriter, r *http.Request) { http.Error(w, "bad ballot", http.StatusBadRequest) })
@@ -156,7 +156,7 @@ func TestDailyReleasesOnFailure(t *testing.T) {
 }
 
 func TestDailyCountMode(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store httpidem.Store) {
+	eachBackend(t, func(t *testing.T, store testStore) {
 		var d decisions
 		h := voteMux(t, httpidem.DailyConfig{Store: store, Scope: "read", Mode: httpidem.ModeCount, OnDecision: d.record},
 			func(w http.ResponseWriter, r *http.Request) {
@@ -183,10 +183,10 @@ func TestDailyCountMode(t *testing.T) {
 }
 
 func TestDailyStoreDown(t *testing.T) {
-	store := httpidem.NewRedisStore(deadRedis(t), httpidem.WithPrefix(prefix(t)))
+	store := must(httpidem.NewRedisStore(deadRedis(t), httpidem.WithPrefix(prefix(t))))
 	defer store.Close()
 	closed := voteMux(t, httpidem.DailyConfig{Store: store, Scope: "vote"}, ok)
-	problem(t, do(closed, "POST", "/vote/9", "", withUser("u1")), http.StatusServiceUnavailable, httpidem.CodeStoreUnavailable)
+	problem(t, do(closed, "POST", "/vote/9", "", withUser("u1")), http.StatusServiceUnavailable, httpidem.CodeUnavailable)
 	open := voteMux(t, httpidem.DailyConfig{Store: store, Scope: "vote", FailOpen: true}, ok)
 	if w := do(open, "POST", "/vote/9", "", withUser("u1")); w.Code != http.StatusOK {
 		t.Fatalf("fail open: %d", w.Code)
@@ -194,7 +194,7 @@ func TestDailyStoreDown(t *testing.T) {
 }
 
 func TestDailyConfigErrors(t *testing.T) {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	for _, cfg := range []httpidem.DailyConfig{
 		{Store: store, Scope: "vote"}, // no Subject
@@ -204,12 +204,13 @@ func TestDailyConfigErrors(t *testing.T) {
 		if _, err := cfg.ToMiddleware(); !errors.Is(err, httpidem.ErrInvalidConfig) {
 			t.Errorf("%+v: %v", cfg, err)
 		}
-		problem(t, do(httpidem.Daily(cfg)(http.NotFoundHandler()), "POST", "/", ""), http.StatusInternalServerError, httpidem.CodeMisconfigured)
+		// The constructor panics at start-up, never a 500 per request.
+		mustPanic(t, httpidem.ErrInvalidConfig, func() { httpidem.Daily(cfg) })
 	}
 }
 
 func TestDailyPerRequestLocation(t *testing.T) {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	// 2026-03-01 23:30 UTC is already March 2 in Tokyo.
 	now := utc("2026-03-01T23:30:00Z")
@@ -226,7 +227,7 @@ func TestDailyPerRequestLocation(t *testing.T) {
 	})
 	do(h, "POST", "/vote/x", "", withUser("u1"))
 	do(h, "POST", "/vote/x", "", withUser("u1"), withHeader("X-Zone", "Asia/Tokyo"))
-	problem(t, do(h, "POST", "/vote/x", "", withUser("u1"), withHeader("X-Zone", "Mars/Olympus")), http.StatusBadRequest, httpidem.CodeBadRequest)
+	problem(t, do(h, "POST", "/vote/x", "", withUser("u1"), withHeader("X-Zone", "Mars/Olympus")), http.StatusBadRequest, httpidem.CodeInvalidRequest)
 	if fmt.Sprint(days) != "[2026-03-01 2026-03-02]" {
 		t.Fatalf("days %v", days)
 	}

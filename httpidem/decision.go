@@ -11,7 +11,7 @@ const (
 	OutcomeReplayed   Outcome = "replayed"    // the stored response was sent
 	OutcomeInFlight   Outcome = "in_flight"   // 409: the first request is still running
 	OutcomeMismatch   Outcome = "mismatch"    // 422: same key, different request
-	OutcomeInvalid    Outcome = "invalid"     // 400/401/413: see Err (ErrKeyMissing, ErrKeyInvalid, ErrUnauthenticated, ErrBodyTooLarge, ErrBadRequest)
+	OutcomeInvalid    Outcome = "invalid"     // 400/401/413: see Err (ErrKeyMissing, ErrInvalidKey, ErrUnauthenticated, ErrBodyTooLarge, ErrInvalidRequest, ErrInvalidParam)
 	OutcomeStoreError Outcome = "store_error" // the store failed; Status is 503, or 0 when failing open
 	OutcomeLost       Outcome = "lease_lost"  // reported after a first request whose lease was lost (not stored)
 	OutcomeNotStored  Outcome = "not_stored"  // reported after a first request whose response was not stored (policy, size, streaming)
@@ -19,6 +19,11 @@ const (
 	// Daily.
 	OutcomeDuplicate Outcome = "duplicate" // the subject already claimed today (Gate: 409 or DuplicateHandler; Count: not counted)
 	OutcomeReleased  Outcome = "released"  // the handler failed; the claim was given back
+
+	// ParamLock.
+	OutcomeAcquired Outcome = "acquired"  // the lock was taken; the handler runs (and reported after it, released)
+	OutcomeLocked   Outcome = "locked"    // 409: held by another request
+	OutcomeLockLost Outcome = "lock_lost" // the lock was lost while the handler ran
 )
 
 // A Decision is reported to a config's OnDecision callback once for every
@@ -31,15 +36,16 @@ const (
 // low-cardinality; no keys or subjects are included. Tracing needs to
 // start before the store is called: see Observer.
 type Decision struct {
-	Kind    string  // "idempotency", "daily" or "paramlock" (package echomw)
+	Kind    string  // KindIdempotency, KindDaily or KindParamLock
 	Outcome Outcome // what was decided
 	Scope   string  // the Daily scope, the ParamLock name, or IdempotencyConfig.Scope ("" unless set)
 	Status  int     // the status the middleware answered itself, 0 when the handler answered
-	Err     error   // why, for invalid, store_error and lease_lost; nil otherwise
+	Err     error   // why, for invalid, store_error, lease_lost and lock_lost; nil otherwise
 }
 
 // Decision kinds.
 const (
-	KindIdempotency = "idempotency"
-	KindDaily       = "daily"
+	KindIdempotency = "idempotency" // IdempotencyGuard
+	KindDaily       = "daily"       // DailyGuard
+	KindParamLock   = "paramlock"   // ParamLockGuard
 )

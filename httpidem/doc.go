@@ -22,7 +22,11 @@
 //     400 when Require is set and passes through otherwise.
 //   - Keys are scoped by a principal (user, tenant, API key) taken from the
 //     request: one principal's key never replays for another. A request
-//     whose principal cannot be determined gets 401.
+//     whose principal cannot be determined gets 401. The default Principal,
+//     AuthorizationPrincipal, is a hash of the Authorization header, so a
+//     request without one gets 401 (whose detail names the setting): set
+//     IdempotencyConfig.Principal to the account or tenant ID your
+//     authentication established.
 //   - The first request takes an in-flight lease — a core lock, renewed while
 //     the handler runs; a lost lease cancels the request context — and, on
 //     completion, stores the status, allow-listed headers and body.
@@ -55,12 +59,44 @@
 // date, kept a grace period past the day's end so clock skew never frees it
 // early.
 //
+// # Guards and adapters
+//
+// Each middleware is a thin layer over a framework-neutral guard:
+// IdempotencyGuard, DailyGuard, and ParamLockGuard (a lock named by route
+// parameters, used by package echomw's ParamLock). A guard's Begin returns
+// a Call whose Action says what to do — pass, answer its Problem, replay,
+// answer a duplicate, or run the handler and Finish — so an adapter for
+// another framework (echomw, gRPC, gin) only translates, and a fix lands
+// once.
+//
+// # Configuration mistakes
+//
+// A config mistake is never a 500 per request. As in Echo, a middleware
+// constructor (Idempotency, Daily) panics at start-up with a message that
+// matches ErrInvalidConfig and says what is wrong; the config's
+// ToMiddleware method returns the same error without panicking, for
+// programs that validate. A constructor that can fail otherwise returns
+// (T, error): NewRedisStore, NewMemoryStore, NewIdempotencyGuard,
+// NewDailyGuard, NewParamLockGuard, NewGate.
+//
+// # Errors
+//
+// Errors are sentinels matched with errors.Is, in core's vocabulary:
+// contention (ErrInFlight, ErrAlreadyClaimed, ErrLocked) also matches
+// core.ErrNotAcquired; a lease or lock lost while its handler ran (ErrLost)
+// also matches core.ErrLost; an outage is ErrUnavailable wrapping the
+// store's error; bad input is ErrInvalid<What>.
+//
 // # Stores
 //
-// NewRedisStore keeps everything on Redis (a server, Sentinel or Cluster:
-// keys of one script share a hash tag); NewMemoryStore keeps it in the
-// process, for tests and single-process programs. Both take their
-// in-flight leases from a core.Client.
+// The two protocols have two small store interfaces: IdempotencyStore
+// (Begin) and ClaimStore (Claim, Unclaim), with ClaimCounter as the
+// optional extension for counting. NewRedisStore keeps everything on Redis
+// (a server, Sentinel or Cluster: keys of one script share a hash tag);
+// NewMemoryStore keeps it in the process, for tests and single-process
+// programs. Both implement all three and take their in-flight leases from
+// a core.Client. Package storetest is the conformance suite a third-party
+// store runs to prove itself.
 //
 // # Observing
 //

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/httpidem"
 	"github.com/redis/go-redis/v9"
 )
@@ -31,7 +32,7 @@ func ExampleIdempotency() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store := httpidem.NewRedisStore(rdb)
+	store := must(httpidem.NewRedisStore(rdb))
 	defer store.Close()
 
 	orders := 0
@@ -62,7 +63,7 @@ func ExampleIdempotency() {
 
 // This example allows one vote per user per item per day in Berlin time.
 func ExampleDaily() {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	berlin, _ := time.LoadLocation("Europe/Berlin")
 
@@ -94,7 +95,7 @@ func ExampleDaily() {
 // This example counts unique daily readers of an article without ever
 // blocking a read.
 func ExampleDaily_count() {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	reads := httpidem.Daily(httpidem.DailyConfig{
 		Store:   store,
@@ -121,7 +122,7 @@ func ExampleGate_Claim() {
 	santiago, _ := time.LoadLocation("America/Santiago")
 	now := time.Date(2026, 9, 5, 23, 30, 0, 0, santiago)
 	clock := func() time.Time { return now }
-	store := httpidem.NewMemoryStore(httpidem.WithClock(clock)) // expires claims by the same clock
+	store := must(httpidem.NewMemoryStore(httpidem.WithClock(clock))) // expires claims by the same clock
 	defer store.Close()
 	gate, err := httpidem.NewGate(httpidem.DailyConfig{
 		Store: store, Scope: "reward", Location: santiago, Clock: clock,
@@ -183,28 +184,30 @@ func ExampleWriteProblem() {
 }
 
 // This example drives the protocol by hand, as an adapter for another
-// framework would (package echomw does this for Echo).
-func ExampleNewGuard() {
-	store := httpidem.NewMemoryStore()
+// framework would (package echomw does this for Echo): every Call says
+// what to do with the request.
+func ExampleNewIdempotencyGuard() {
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
-	g, err := httpidem.NewGuard(httpidem.IdempotencyConfig{Store: store})
+	g, err := httpidem.NewIdempotencyGuard(httpidem.IdempotencyConfig{Store: store})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	principal := func(*http.Request) (string, error) { return "acme", nil }
 	serve := func(w http.ResponseWriter, r *http.Request) {
-		call, p := g.Begin(r, principal)
-		switch {
-		case p != nil:
-			httpidem.WriteProblem(w, p)
-		case call == nil:
+		call := g.Begin(r, principal)
+		switch call.Action() {
+		case httpidem.ActionPass:
 			fmt.Fprint(w, "unprotected")
-		case call.Replay(w):
-		default:
+		case httpidem.ActionReplay:
+			call.Replay(w)
+		case httpidem.ActionRun:
 			defer call.Abort() // gives the key up if the handler panics
-			fmt.Fprint(call.Capture(w), "created")
-			call.Finish()
+			fmt.Fprint(call.Writer(w), "created")
+			call.Finish(0)
+		default:
+			httpidem.WriteProblem(w, call.Problem())
 		}
 	}
 	for i := 0; i < 2; i++ {
@@ -217,6 +220,43 @@ func ExampleNewGuard() {
 	// Output:
 	// 200 created replayed=""
 	// 200 created replayed="true"
+}
+
+// This example locks a net/http route by its {sku} path value with a
+// ParamLockGuard: a second request for the same SKU while the first runs
+// gets 409.
+func ExampleNewParamLockGuard() {
+	locks := core.NewMemory()
+	defer locks.Close()
+	g, err := httpidem.NewParamLockGuard(httpidem.ParamLockConfig{Locks: locks, Name: "deduct"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	inner := func(r *http.Request) int { // a request for the same SKU, sent while the first runs
+		w := httptest.NewRecorder()
+		call := g.Begin(r, "", []httpidem.Param{{Name: "sku", Value: r.PathValue("sku")}})
+		if call.Action() != httpidem.ActionRun {
+			httpidem.WriteProblem(w, call.Problem())
+			return w.Code
+		}
+		call.Finish(0)
+		return http.StatusOK
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /sku/{sku}/deduct", func(w http.ResponseWriter, r *http.Request) {
+		call := g.Begin(r, "", []httpidem.Param{{Name: "sku", Value: r.PathValue("sku")}})
+		if call.Action() != httpidem.ActionRun {
+			httpidem.WriteProblem(w, call.Problem())
+			return
+		}
+		defer call.Abort()
+		fmt.Println("first:", "running; a second request gets", inner(r))
+		call.Finish(0)
+	})
+	mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/sku/42/deduct", nil))
+	// Output:
+	// first: running; a second request gets 409
 }
 
 // logObserver prints when a decision starts and how it ends.
@@ -232,7 +272,7 @@ func (logObserver) DecisionStart(ctx context.Context, kind, scope string) (conte
 // for a request that runs, after the handler and the stored response;
 // for a 5xx, not stored, after first.
 func ExampleObserver() {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	mw := httpidem.Idempotency(httpidem.IdempotencyConfig{
 		Store: store, Scope: "orders", Observer: logObserver{},
@@ -266,4 +306,31 @@ func ExampleObserver() {
 	// handler runs
 	// decided not_stored
 	// end idempotency orders not_stored
+}
+
+// This example drives a DailyGuard by hand, as an adapter would, with the
+// subject taken per request: the first check-in of the day runs, the
+// second is a duplicate.
+func ExampleNewDailyGuard() {
+	store := must(httpidem.NewMemoryStore())
+	defer store.Close()
+	g, err := httpidem.NewDailyGuard(httpidem.DailyConfig{Store: store, Scope: "checkin"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	user := func(*http.Request) (string, error) { return "u1", nil }
+	for range 2 {
+		call := g.Begin(httptest.NewRequest("POST", "/checkin", nil), httpidem.DailyExtractors{Subject: user})
+		switch call.Action() {
+		case httpidem.ActionRun:
+			fmt.Println("checked in")
+			call.Finish(http.StatusOK) // keeps the claim
+		case httpidem.ActionDuplicate:
+			fmt.Println("already checked in:", call.Problem().Status)
+		}
+	}
+	// Output:
+	// checked in
+	// already checked in: 409
 }

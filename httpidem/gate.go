@@ -31,7 +31,7 @@ const (
 // ones that day false. Daily middleware is built on it. It is safe for
 // concurrent use.
 type Gate struct {
-	store Store
+	store ClaimStore
 	scope string
 	loc   *time.Location
 	grace time.Duration
@@ -45,7 +45,7 @@ type Gate struct {
 func NewGate(cfg DailyConfig) (*Gate, error) {
 	g := &Gate{store: cfg.Store, scope: cfg.Scope, loc: cfg.Location, grace: cfg.Grace, now: cfg.Clock}
 	switch {
-	case nilness.IsNil(cfg.Store): // (*RedisStore)(nil) too: no panic in Err
+	case nilness.IsNil(cfg.Store): // (*RedisStore)(nil) too
 		return nil, fmt.Errorf("%w: nil Store", ErrInvalidConfig)
 	case !validScope(cfg.Scope):
 		return nil, fmt.Errorf("%w: Scope %q: want 1 to %d bytes of [A-Za-z0-9._-]", ErrInvalidConfig, cfg.Scope, maxScopeLen)
@@ -58,8 +58,8 @@ func NewGate(cfg DailyConfig) (*Gate, error) {
 	case cfg.Counted && cfg.Mode != ModeGate:
 		return nil, fmt.Errorf("%w: Counted is for ModeGate (ModeCount always counts)", ErrInvalidConfig)
 	}
-	if e, ok := cfg.Store.(interface{ Err() error }); ok && e.Err() != nil {
-		return nil, e.Err()
+	if _, ok := cfg.Store.(ClaimCounter); !ok && (cfg.Mode == ModeCount || cfg.Counted) {
+		return nil, fmt.Errorf("%w: ModeCount and Counted need a Store that is a ClaimCounter", ErrInvalidConfig)
 	}
 	if g.loc == nil {
 		g.loc = time.UTC
@@ -82,6 +82,7 @@ func NewGate(cfg DailyConfig) (*Gate, error) {
 // A Ticket is the result of Gate.Take.
 type Ticket struct {
 	First      bool          // the subject's first claim on the object today
+	Subject    string        // who claimed
 	Day        Day           // the local day claimed
 	Until      time.Time     // when that day ends: the next local midnight
 	RetryAfter time.Duration // from the Take to Until
@@ -98,15 +99,16 @@ func (t *Ticket) Release(ctx context.Context) error {
 	if !t.First || t.args.Count == CountApprox {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completeTimeout)
+	ctx, cancel := finishContext(ctx)
 	defer cancel()
 	return t.g.store.Unclaim(ctx, t.args)
 }
 
 // Take claims object for subject on the current day in loc (nil: the
 // Gate's Location) — a single atomic store operation — and returns the
-// Ticket. Errors are store failures (matching ErrStoreUnavailable) or
-// invalid arguments (ErrInvalidArgument), never a duplicate.
+// Ticket. Errors are store failures (matching ErrUnavailable) or
+// invalid arguments (ErrInvalidArgument), never a duplicate: a duplicate
+// is a Ticket whose First is false.
 func (g *Gate) Take(ctx context.Context, subject, object string, loc *time.Location) (*Ticket, error) {
 	if loc == nil {
 		loc = g.loc
@@ -114,7 +116,7 @@ func (g *Gate) Take(ctx context.Context, subject, object string, loc *time.Locat
 	now := g.now()
 	day := DayOf(now, loc)
 	until := day.End(loc)
-	t := &Ticket{Day: day, Until: until, RetryAfter: until.Sub(now), g: g}
+	t := &Ticket{Subject: subject, Day: day, Until: until, RetryAfter: until.Sub(now), g: g}
 	t.args = ClaimArgs{
 		Scope: g.scope, Object: object, Subject: subject, Day: day,
 		ExpireAt: until.Add(g.grace), Count: g.count,
@@ -131,7 +133,7 @@ func (g *Gate) Take(ctx context.Context, subject, object string, loc *time.Locat
 }
 
 // Claim reports whether this is subject's first claim on object today in
-// the Gate's Location. In Count mode it counts instead (see Store.Claim).
+// the Gate's Location. In Count mode it counts instead (see ClaimCounter).
 func (g *Gate) Claim(ctx context.Context, subject, object string) (first bool, err error) {
 	t, err := g.Take(ctx, subject, object, nil)
 	if err != nil {
@@ -144,7 +146,11 @@ func (g *Gate) Claim(ctx context.Context, subject, object string) (first bool, e
 // mode and with Counted, a HyperLogLog estimate (about 0.81% standard
 // error) with Approximate, and 0 for an uncounted Gate.
 func (g *Gate) Count(ctx context.Context, object string, day Day) (int64, error) {
-	return g.store.Count(ctx, g.scope, object, day)
+	c, ok := g.store.(ClaimCounter)
+	if !ok {
+		return 0, nil
+	}
+	return c.Count(ctx, g.scope, object, day)
 }
 
 // Today returns the current day in the Gate's Location, by its Clock.

@@ -74,19 +74,19 @@ func TestGateAcrossLocalDays(t *testing.T) {
 				ctx := context.Background()
 				loc := mustZone(t, c.zone)
 				now0, until := utc(c.now), utc(c.until)
-				var store httpidem.Store
+				var store testStore
 				var mr *miniredis.Miniredis
 				var clock *fakeClock
 				if kind == "memory" {
 					clock = newFakeClock(now0, nil)
-					s := httpidem.NewMemoryStore(httpidem.WithClock(clock.Now))
+					s := must(httpidem.NewMemoryStore(httpidem.WithClock(clock.Now)))
 					t.Cleanup(func() { s.Close() })
 					store = s
 				} else {
 					m, rdb := startMiniredis(t, false)
 					mr = m
 					clock = newFakeClock(now0, mr)
-					s := httpidem.NewRedisStore(rdb, httpidem.WithPrefix("p"))
+					s := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix("p")))
 					t.Cleanup(func() { s.Close() })
 					store = s
 				}
@@ -135,7 +135,7 @@ func TestGateAcrossLocalDays(t *testing.T) {
 }
 
 func TestGateClaimsOncePerSubjectAndObject(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store httpidem.Store) {
+	eachBackend(t, func(t *testing.T, store testStore) {
 		ctx := context.Background()
 		g, err := httpidem.NewGate(httpidem.DailyConfig{Store: store, Scope: "vote", Counted: true})
 		if err != nil {
@@ -195,7 +195,7 @@ func TestGateClaimsOncePerSubjectAndObject(t *testing.T) {
 }
 
 func TestGateCountApproximate(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store httpidem.Store) {
+	eachBackend(t, func(t *testing.T, store testStore) {
 		ctx := context.Background()
 		g, err := httpidem.NewGate(httpidem.DailyConfig{Store: store, Scope: "read", Mode: httpidem.ModeCount, Approximate: true})
 		if err != nil {
@@ -217,7 +217,7 @@ func TestGateCountApproximate(t *testing.T) {
 }
 
 func TestGateArguments(t *testing.T) {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	g, _ := httpidem.NewGate(httpidem.DailyConfig{Store: store, Scope: "vote"})
 	ctx := context.Background()

@@ -18,38 +18,26 @@ import (
 // the lease or lose the record its retry will ask for).
 const completeTimeout = 5 * time.Second
 
-// A Guard is the framework-neutral Idempotency-Key protocol: the net/http
-// middleware and package echomw are thin layers over it, so a key used
-// through one replays through the other. Adapters for other frameworks
-// drive it the same way:
-//
-//	if !g.Applies(r) { run the handler; return }
-//	call, p := g.Begin(r, principal)
-//	switch {
-//	case p != nil:        answer p (WriteProblem)
-//	case call == nil:     run the handler (no key, not required)
-//	case call.Replay(w):  done: the stored response was sent
-//	default:
-//		defer call.Abort()                                  // on panic
-//		run the handler with call.Request() and call.Capture(w)
-//		call.Finish()                                       // store, release
-//	}
-type Guard struct {
-	cfg       IdempotencyConfig // defaults filled in
-	principal func(*http.Request) (string, error)
+// An IdempotencyGuard is the framework-neutral Idempotency-Key protocol:
+// the net/http middleware Idempotency and package echomw are thin layers
+// over it, so a key used through one replays through the other, and a fix
+// lands once. Adapters for other frameworks drive its Begin as the Call
+// doc shows. It is safe for concurrent use.
+type IdempotencyGuard struct {
+	cfg              IdempotencyConfig // defaults filled in
+	defaultPrincipal bool              // cfg.Principal was nil: AuthorizationPrincipal
 }
 
-// NewGuard validates cfg, fills its zero fields from
-// DefaultIdempotencyConfig and returns its Guard. The error matches
-// ErrInvalidConfig.
-func NewGuard(cfg IdempotencyConfig) (*Guard, error) {
+// NewIdempotencyGuard validates cfg, fills its zero fields from
+// DefaultIdempotencyConfig and returns its guard. The error matches
+// ErrInvalidConfig. The Skipper, Principal and Observer of cfg apply to
+// every Begin.
+func NewIdempotencyGuard(cfg IdempotencyConfig) (*IdempotencyGuard, error) {
 	d := DefaultIdempotencyConfig
-	if nilness.IsNil(cfg.Store) { // (*MemoryStore)(nil) too: no panic in Err
+	if nilness.IsNil(cfg.Store) { // (*MemoryStore)(nil) too
 		return nil, fmt.Errorf("%w: nil Store", ErrInvalidConfig)
 	}
-	if e, ok := cfg.Store.(interface{ Err() error }); ok && e.Err() != nil {
-		return nil, e.Err()
-	}
+	g := &IdempotencyGuard{defaultPrincipal: cfg.Principal == nil}
 	if cfg.Principal == nil {
 		cfg.Principal = d.Principal
 	}
@@ -57,24 +45,12 @@ func NewGuard(cfg IdempotencyConfig) (*Guard, error) {
 		cfg.Methods = d.Methods
 	}
 	cfg.Methods = slices.Clone(cfg.Methods)
-	if cfg.MaxKeyLength == 0 {
-		cfg.MaxKeyLength = d.MaxKeyLength
-	}
-	if cfg.LeaseTTL == 0 {
-		cfg.LeaseTTL = d.LeaseTTL
-	}
-	if cfg.RecordTTL == 0 {
-		cfg.RecordTTL = d.RecordTTL
-	}
-	if cfg.RetryAfter == 0 {
-		cfg.RetryAfter = d.RetryAfter
-	}
-	if cfg.MaxRequestBody == 0 {
-		cfg.MaxRequestBody = d.MaxRequestBody
-	}
-	if cfg.MaxResponseBody == 0 {
-		cfg.MaxResponseBody = d.MaxResponseBody
-	}
+	fillDefaults(&cfg.MaxKeyLength, d.MaxKeyLength)
+	fillDefaults(&cfg.LeaseTTL, d.LeaseTTL)
+	fillDefaults(&cfg.RecordTTL, d.RecordTTL)
+	fillDefaults(&cfg.RetryAfter, d.RetryAfter)
+	fillDefaults(&cfg.MaxRequestBody, d.MaxRequestBody)
+	fillDefaults(&cfg.MaxResponseBody, d.MaxResponseBody)
 	if cfg.StoreHeaders == nil {
 		cfg.StoreHeaders = d.StoreHeaders
 	}
@@ -107,64 +83,57 @@ func NewGuard(cfg IdempotencyConfig) (*Guard, error) {
 		allow = append(allow, name)
 	}
 	cfg.StoreHeaders = allow
-	return &Guard{cfg: cfg, principal: cfg.Principal}, nil
+	g.cfg = cfg
+	return g, nil
 }
 
-// Applies reports whether the protocol applies to r: its method is one of
-// Methods and the Skipper does not skip it.
-func (g *Guard) Applies(r *http.Request) bool {
-	if !slices.Contains(g.cfg.Methods, r.Method) {
-		return false
+// fillDefaults sets *v to d when it is zero.
+func fillDefaults[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
 	}
-	return g.cfg.Skipper == nil || !g.cfg.Skipper(r)
 }
 
-// reject reports a problem answer as the request's last decision and
-// returns it.
-func (g *Guard) reject(ctx context.Context, rep *reporter, o Outcome, status int, code, detail string, err error) (*Call, *Problem) {
-	rep.last(ctx, o, status, err)
-	return nil, newProblem(status, code, detail, err)
-}
-
-// Begin runs the protocol's checks on r and decides. It returns a
-// *Problem to answer; or a nil Call to run the handler unprotected (no key
-// and none required); or a Call that either replays (Call.Replay) or owns
-// the key (run the handler, then Call.Finish). principal identifies the
-// caller; it is asked only when r carries a key (nil: the config's
-// Principal). Begin reads r's body; Call.Request has it again.
+// Begin decides r: ActionPass when the guard does not apply (Skipper,
+// Methods, or no key where none is required) or when the store failed and
+// FailOpen is set; ActionAnswer with the problem (400, 401, 409, 413, 422,
+// 503); ActionReplay with the stored response; or ActionRun when the
+// request owns its key. principal identifies the caller (nil: the config's
+// Principal); it is asked only when r carries a key. Begin reads r's body;
+// Call.Request has it again.
 //
 // With an Observer, the observation starts once r is known to need a
-// decision, and ends in Begin, unless the Call owns the key: then it ends
-// in Finish or Abort.
-func (g *Guard) Begin(r *http.Request, principal func(*http.Request) (string, error)) (*Call, *Problem) {
+// decision, and ends in Begin, unless the request runs: then it ends in
+// Call.Finish or Call.Abort.
+func (g *IdempotencyGuard) Begin(r *http.Request, principal func(*http.Request) (string, error)) *Call {
+	if !slices.Contains(g.cfg.Methods, r.Method) || (g.cfg.Skipper != nil && g.cfg.Skipper(r)) {
+		return pass(r)
+	}
 	key, ok, err := ParseKey(r.Header, g.cfg.MaxKeyLength)
 	if err == nil && !ok && !g.cfg.Require {
-		return nil, nil // no key, none required: nothing to decide
+		return pass(r) // no key, none required: nothing to decide
 	}
 	ctx, rep := startReport(r.Context(), g.cfg.Observer, g.cfg.OnDecision, KindIdempotency, g.cfg.Scope)
+	reject := func(o Outcome, p *Problem) *Call {
+		rep.last(ctx, o, p.Status, p.Err)
+		return answer(r, p)
+	}
 	if err != nil {
-		return g.reject(ctx, &rep, OutcomeInvalid, http.StatusBadRequest, CodeKeyInvalid,
-			"the Idempotency-Key header must be one string of 1 to "+itoa(g.cfg.MaxKeyLength)+" bytes", err)
+		return reject(OutcomeInvalid, newProblem(http.StatusBadRequest, CodeInvalidKey,
+			"the Idempotency-Key header must be one string of 1 to "+itoa(g.cfg.MaxKeyLength)+" bytes", err))
 	}
 	if !ok {
-		return g.reject(ctx, &rep, OutcomeInvalid, http.StatusBadRequest, CodeKeyMissing,
-			"this request requires an Idempotency-Key header", ErrKeyMissing)
+		return reject(OutcomeInvalid, newProblem(http.StatusBadRequest, CodeKeyMissing,
+			"this request requires an Idempotency-Key header", ErrKeyMissing))
 	}
-	if principal == nil {
-		principal = g.principal
-	}
-	who, err := principal(r)
-	if err != nil || who == "" {
-		if err == nil {
-			err = errors.New("empty principal")
-		}
-		return g.reject(ctx, &rep, OutcomeInvalid, http.StatusUnauthorized, CodeUnauthenticated,
-			"the caller could not be identified", fmt.Errorf("%w: %w", ErrUnauthenticated, err))
+	who, p := g.identify(r, principal)
+	if p != nil {
+		return reject(OutcomeInvalid, p)
 	}
 	body, p := g.readBody(r)
 	if p != nil {
-		rep.last(ctx, OutcomeInvalid, p.Status, p.Err)
-		return nil, p
+		return reject(OutcomeInvalid, p)
 	}
 	fp := normFingerprint(g.cfg.Fingerprint(r, body))
 	b, err := g.cfg.Store.Begin(ctx, BeginArgs{
@@ -172,44 +141,68 @@ func (g *Guard) Begin(r *http.Request, principal func(*http.Request) (string, er
 	})
 	switch {
 	case err != nil:
-		if !errors.Is(err, ErrStoreUnavailable) && !errors.Is(err, ErrInvalidArgument) {
-			err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		if !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrInvalidArgument) {
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		if g.cfg.FailOpen {
 			rep.last(ctx, OutcomeStoreError, 0, err)
-			return &Call{g: g, req: withBody(r, r.Context(), body)}, nil
+			return pass(withBody(r, r.Context(), body))
 		}
-		return g.reject(ctx, &rep, OutcomeStoreError, http.StatusServiceUnavailable, CodeStoreUnavailable,
-			"idempotency store unavailable; retry with the same Idempotency-Key", err)
+		return reject(OutcomeStoreError, newProblem(http.StatusServiceUnavailable, CodeUnavailable,
+			"idempotency store unavailable; retry with the same Idempotency-Key", err))
 	case b.Record != nil:
 		if b.Record.Fingerprint != fp {
-			return g.reject(ctx, &rep, OutcomeMismatch, http.StatusUnprocessableEntity, CodeKeyReused,
-				"this Idempotency-Key was used for a different request", ErrKeyReused)
+			return reject(OutcomeMismatch, newProblem(http.StatusUnprocessableEntity, CodeKeyReused,
+				"this Idempotency-Key was used for a different request", ErrKeyReused))
 		}
 		rep.last(ctx, OutcomeReplayed, 0, nil)
-		return &Call{g: g, rec: b.Record}, nil
+		return &Call{action: ActionReplay, req: r, rec: b.Record}
 	case b.InFlight != nil:
 		if b.InFlight.Fingerprint != fp {
-			return g.reject(ctx, &rep, OutcomeMismatch, http.StatusUnprocessableEntity, CodeKeyReused,
-				"this Idempotency-Key is in use for a different request", ErrKeyReused)
+			return reject(OutcomeMismatch, newProblem(http.StatusUnprocessableEntity, CodeKeyReused,
+				"this Idempotency-Key is in use for a different request", ErrKeyReused))
 		}
-		c, p := g.reject(ctx, &rep, OutcomeInFlight, http.StatusConflict, CodeInFlight,
+		p := newProblem(http.StatusConflict, CodeInFlight,
 			"a request with this Idempotency-Key is being processed; retry later with the same key", ErrInFlight)
 		p.RetryAfter = g.cfg.RetryAfter
-		return c, p
+		return reject(OutcomeInFlight, p)
 	case b.Lease == nil:
-		return g.reject(ctx, &rep, OutcomeStoreError, http.StatusServiceUnavailable, CodeStoreUnavailable,
-			"idempotency store unavailable", fmt.Errorf("%w: empty Begin result", ErrStoreUnavailable))
+		return reject(OutcomeStoreError, newProblem(http.StatusServiceUnavailable, CodeUnavailable,
+			"idempotency store unavailable", fmt.Errorf("%w: empty Begin result", ErrUnavailable)))
 	}
 	rep.decided(ctx, OutcomeFirst, 0, nil)
 	runCtx, cancel := context.WithCancelCause(ctx)
-	c := &Call{g: g, lease: b.Lease, fp: fp, req: withBody(r, runCtx, body), cancel: cancel, done: make(chan struct{}), rep: rep}
-	go c.watch()
-	return c, nil
+	o := &owner{g: g, lease: b.Lease, fp: fp, ctx: runCtx, cancel: cancel, done: make(chan struct{}), rep: rep}
+	go o.watch()
+	return &Call{action: ActionRun, req: withBody(r, runCtx, body), run: o}
+}
+
+// identify returns the principal of r, or the 401 of a request whose
+// principal is unknown; with the default Principal, the detail says how
+// to change it.
+func (g *IdempotencyGuard) identify(r *http.Request, principal func(*http.Request) (string, error)) (string, *Problem) {
+	extract := principal
+	if extract == nil {
+		extract = g.cfg.Principal
+	}
+	who, err := extract(r)
+	if err == nil && who == "" {
+		err = errors.New("empty principal")
+	}
+	if err == nil {
+		return who, nil
+	}
+	detail := "the caller could not be identified"
+	if principal == nil && g.defaultPrincipal {
+		detail = "the caller could not be identified: the default Principal of the idempotency " +
+			"middleware hashes the Authorization header, and this request has none " +
+			"(set the middleware's Principal to identify callers another way)"
+	}
+	return "", newProblem(http.StatusUnauthorized, CodeUnauthenticated, detail, fmt.Errorf("%w: %w", ErrUnauthenticated, err))
 }
 
 // readBody reads r's body up to the limit.
-func (g *Guard) readBody(r *http.Request) ([]byte, *Problem) {
+func (g *IdempotencyGuard) readBody(r *http.Request) ([]byte, *Problem) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
@@ -231,8 +224,8 @@ func (g *Guard) readBody(r *http.Request) ([]byte, *Problem) {
 	case errors.As(err, &mbe):
 		return tooLarge()
 	case err != nil:
-		return nil, newProblem(http.StatusBadRequest, CodeBadRequest, "the request body could not be read",
-			fmt.Errorf("%w: reading body: %w", ErrBadRequest, err))
+		return nil, newProblem(http.StatusBadRequest, CodeInvalidRequest, "the request body could not be read",
+			fmt.Errorf("%w: reading body: %w", ErrInvalidRequest, err))
 	case int64(buf.Len()) > limit:
 		return tooLarge()
 	}

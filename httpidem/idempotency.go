@@ -18,12 +18,14 @@ type IdempotencyConfig struct {
 
 	// Store keeps leases and records. Required: nil, or a nil *RedisStore
 	// or *MemoryStore, is ErrInvalidConfig.
-	Store Store
+	Store IdempotencyStore
 
 	// Principal returns who is calling — a user, tenant or API-key ID —
 	// and scopes the keys by it: one principal's key never replays for
 	// another. An error or an empty string answers 401. Consulted only for
-	// requests that carry a key. nil: AuthorizationPrincipal.
+	// requests that carry a key. nil: AuthorizationPrincipal, so a request
+	// without an Authorization header gets 401 (its detail names this
+	// setting).
 	Principal func(r *http.Request) (string, error)
 
 	// Require answers 400 to requests without an Idempotency-Key. false:
@@ -88,7 +90,7 @@ type IdempotencyConfig struct {
 
 	// ProblemWriter writes the middleware's error answers. nil:
 	// WriteProblem (application/problem+json).
-	ProblemWriter func(w http.ResponseWriter, r *http.Request, p *Problem)
+	ProblemWriter ProblemWriter
 
 	// OnDecision, if set, is called with every decision (see Decision).
 	OnDecision func(ctx context.Context, d Decision)
@@ -140,64 +142,29 @@ func AuthorizationPrincipal(r *http.Request) (string, error) {
 }
 
 // Idempotency returns net/http middleware enforcing Idempotency-Key per
-// draft-ietf-httpapi-idempotency-key-header-07 (see the package doc). It
-// never panics: if cfg is invalid, the middleware answers every request
-// with 500 and code "misconfigured" — call cfg.ToMiddleware at start-up to
-// get the error instead.
+// draft-ietf-httpapi-idempotency-key-header-07 (see the package doc). Like
+// Echo's middleware constructors it panics, at start-up, if cfg is invalid
+// (the message matches ErrInvalidConfig and says what is wrong); use
+// cfg.ToMiddleware to get the error instead.
 func Idempotency(cfg IdempotencyConfig) func(http.Handler) http.Handler {
 	mw, err := cfg.ToMiddleware()
 	if err != nil {
-		return misconfigured(err, cfg.ProblemWriter)
+		panic(err)
 	}
 	return mw
 }
 
 // ToMiddleware validates cfg and returns the middleware, or an error
-// matching ErrInvalidConfig.
+// matching ErrInvalidConfig. It never panics.
 func (cfg IdempotencyConfig) ToMiddleware() (func(http.Handler) http.Handler, error) {
-	g, err := NewGuard(cfg)
+	g, err := NewIdempotencyGuard(cfg)
 	if err != nil {
 		return nil, err
 	}
-	write := cfg.ProblemWriter
-	if write == nil {
-		write = func(w http.ResponseWriter, _ *http.Request, p *Problem) { WriteProblem(w, p) }
-	}
+	write := problemWriter(cfg.ProblemWriter)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !g.Applies(r) {
-				next.ServeHTTP(w, r)
-				return
-			}
-			call, p := g.Begin(r, g.principal)
-			switch {
-			case p != nil:
-				write(w, r, p)
-				return
-			case call == nil:
-				next.ServeHTTP(w, r)
-				return
-			case call.Replay(w):
-				return
-			}
-			defer call.Abort() // runs first on a panic: gives the lease up
-			next.ServeHTTP(call.Capture(w), call.Request())
-			call.Finish()
+			serve(w, next, g.Begin(r, nil), write, nil)
 		})
 	}, nil
-}
-
-// misconfigured answers every request with 500: the no-panic form of an
-// invalid config.
-func misconfigured(err error, write func(http.ResponseWriter, *http.Request, *Problem)) func(http.Handler) http.Handler {
-	p := newProblem(http.StatusInternalServerError, CodeMisconfigured, "the server is misconfigured", err)
-	return func(http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if write != nil {
-				write(w, r, p)
-				return
-			}
-			WriteProblem(w, p)
-		})
-	}
 }

@@ -27,7 +27,7 @@ func mw(t *testing.T, cfg httpidem.IdempotencyConfig, h http.Handler) http.Handl
 }
 
 func TestFirstThenReplay(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store httpidem.Store) {
+	eachBackend(t, func(t *testing.T, store testStore) {
 		var d decisions
 		var c counter
 		h := mw(t, httpidem.IdempotencyConfig{Store: store, Require: true, OnDecision: d.record}, &c)
@@ -78,7 +78,7 @@ func TestFingerprintMismatchIs422(t *testing.T) {
 		{"other query", "POST", "/orders?dry=1", `{"sku":42}`},
 		{"other method", "PATCH", "/orders", `{"sku":42}`},
 	}
-	eachBackend(t, func(t *testing.T, store httpidem.Store) {
+	eachBackend(t, func(t *testing.T, store testStore) {
 		var c counter
 		h := mw(t, httpidem.IdempotencyConfig{Store: store}, &c)
 		if w := do(h, "POST", "/orders", `{"sku":42}`, withKey("k"), withTenant("A")); w.Code != http.StatusCreated {
@@ -95,17 +95,17 @@ func TestFingerprintMismatchIs422(t *testing.T) {
 }
 
 func TestMissingAndInvalidKeys(t *testing.T) {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	var c counter
 
 	required := mw(t, httpidem.IdempotencyConfig{Store: store, Require: true}, &c)
 	problem(t, do(required, "POST", "/o", "x", withTenant("A")), http.StatusBadRequest, httpidem.CodeKeyMissing)
 	for _, bad := range []string{"", `""`, strings.Repeat("k", 256), "a,b", "a\x01b"} {
-		problem(t, do(required, "POST", "/o", "x", withKey(bad), withTenant("A")), http.StatusBadRequest, httpidem.CodeKeyInvalid)
+		problem(t, do(required, "POST", "/o", "x", withKey(bad), withTenant("A")), http.StatusBadRequest, httpidem.CodeInvalidKey)
 	}
 	w := do(required, "POST", "/o", "x", withHeader(httpidem.HeaderKey, "a"), withHeader(httpidem.HeaderKey, "b"), withTenant("A"))
-	problem(t, w, http.StatusBadRequest, httpidem.CodeKeyInvalid)
+	problem(t, w, http.StatusBadRequest, httpidem.CodeInvalidKey)
 	// Safe methods are not covered: no key needed.
 	if w := do(required, "GET", "/o", "", withTenant("A")); w.Code != http.StatusCreated {
 		t.Fatalf("GET: %d", w.Code)
@@ -127,7 +127,7 @@ func TestMissingAndInvalidKeys(t *testing.T) {
 }
 
 func TestPrincipalScopesKeys(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store httpidem.Store) {
+	eachBackend(t, func(t *testing.T, store testStore) {
 		var c counter
 		h := mw(t, httpidem.IdempotencyConfig{Store: store}, &c)
 		a := do(h, "POST", "/orders", "same", withKey("shared-key"), withTenant("A"))
@@ -151,7 +151,7 @@ func TestPrincipalScopesKeys(t *testing.T) {
 }
 
 func TestDefaultPrincipalIsAuthorization(t *testing.T) {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	var c counter
 	h := httpidem.Idempotency(httpidem.IdempotencyConfig{Store: store})(&c)
@@ -165,7 +165,7 @@ func TestDefaultPrincipalIsAuthorization(t *testing.T) {
 }
 
 func TestFiftyConcurrentRequestsRunOnce(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store httpidem.Store) {
+	eachBackend(t, func(t *testing.T, store testStore) {
 		const n = 50
 		var runs counter
 		release := make(chan struct{})
@@ -208,7 +208,7 @@ func TestFiftyConcurrentRequestsRunOnce(t *testing.T) {
 }
 
 func TestMismatchWinsOverInFlight(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store httpidem.Store) {
+	eachBackend(t, func(t *testing.T, store testStore) {
 		started, release := make(chan struct{}), make(chan struct{})
 		h := mw(t, httpidem.IdempotencyConfig{Store: store}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			close(started)
@@ -233,7 +233,7 @@ func TestMismatchWinsOverInFlight(t *testing.T) {
 }
 
 func TestDecisionsOfRejections(t *testing.T) {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	var d decisions
 	var c counter
@@ -248,7 +248,7 @@ func TestDecisionsOfRejections(t *testing.T) {
 		err error
 	}{
 		{httpidem.OutcomeInvalid, httpidem.ErrKeyMissing},
-		{httpidem.OutcomeInvalid, httpidem.ErrKeyInvalid},
+		{httpidem.OutcomeInvalid, httpidem.ErrInvalidKey},
 		{httpidem.OutcomeInvalid, httpidem.ErrUnauthenticated},
 		{httpidem.OutcomeFirst, nil},
 		{httpidem.OutcomeMismatch, httpidem.ErrKeyReused},
@@ -265,7 +265,7 @@ func TestDecisionsOfRejections(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	bad := []httpidem.IdempotencyConfig{
 		{},
@@ -275,16 +275,30 @@ func TestConfigErrors(t *testing.T) {
 		{Store: store, LeaseTTL: -1},
 		{Store: store, MaxKeyLength: 301},
 		{Store: store, WaitInFlight: -1},
-		{Store: httpidem.NewRedisStore(nil)},
-		{Store: httpidem.NewMemoryStore(httpidem.WithPrefix("a{b}"))},
 	}
 	for i, cfg := range bad {
 		if _, err := cfg.ToMiddleware(); !errors.Is(err, httpidem.ErrInvalidConfig) {
 			t.Errorf("config %d: err %v, want ErrInvalidConfig", i, err)
 		}
-		// The no-panic constructor answers 500.
-		w := do(httpidem.Idempotency(cfg)(http.NotFoundHandler()), "POST", "/", "", withKey("k"))
-		problem(t, w, http.StatusInternalServerError, httpidem.CodeMisconfigured)
+		// The constructor panics at start-up, never a 500 per request.
+		mustPanic(t, httpidem.ErrInvalidConfig, func() { httpidem.Idempotency(cfg) })
+	}
+}
+
+// TestStoreConstructorErrors: a store constructor that cannot work returns
+// an error matching ErrInvalidConfig, and no store.
+func TestStoreConstructorErrors(t *testing.T) {
+	for name, f := range map[string]func() (any, error){
+		"nil redis":       func() (any, error) { return httpidem.NewRedisStore(nil) },
+		"typed nil redis": func() (any, error) { return httpidem.NewRedisStore((*redis.Client)(nil)) },
+		"braced prefix":   func() (any, error) { return httpidem.NewMemoryStore(httpidem.WithPrefix("a{b}")) },
+		"nil clock":       func() (any, error) { return httpidem.NewMemoryStore(httpidem.WithClock(nil)) },
+		"nil locks":       func() (any, error) { return httpidem.NewMemoryStore(httpidem.WithLocks(nil)) },
+		"control prefix":  func() (any, error) { return httpidem.NewMemoryStore(httpidem.WithPrefix("a\x00b")) },
+	} {
+		if _, err := f(); !errors.Is(err, httpidem.ErrInvalidConfig) {
+			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
+		}
 	}
 }
 
@@ -292,7 +306,7 @@ func TestConfigErrors(t *testing.T) {
 type ctxKey struct{}
 
 func TestRequestContextIsDerived(t *testing.T) {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	h := mw(t, httpidem.IdempotencyConfig{Store: store}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Value(ctxKey{}) != "v" || r.Context().Err() != nil {
@@ -304,31 +318,36 @@ func TestRequestContextIsDerived(t *testing.T) {
 
 // TestTypedNilStore: a nil *MemoryStore or *RedisStore in a config is the
 // same configuration error as a nil Store — never a nil-pointer panic in
-// NewGuard, NewGate or the no-panic middleware constructors.
+// NewIdempotencyGuard, NewGate or the middleware constructors (which panic
+// with the error, at start-up).
 func TestTypedNilStore(t *testing.T) {
-	_, wantGuard := httpidem.NewGuard(httpidem.IdempotencyConfig{})
+	_, wantGuard := httpidem.NewIdempotencyGuard(httpidem.IdempotencyConfig{})
 	_, wantGate := httpidem.NewGate(httpidem.DailyConfig{Scope: "vote"})
 	if !errors.Is(wantGuard, httpidem.ErrInvalidConfig) || !errors.Is(wantGate, httpidem.ErrInvalidConfig) {
 		t.Fatalf("nil Store: %v, %v", wantGuard, wantGate)
 	}
-	for name, store := range map[string]httpidem.Store{
+	for name, store := range map[string]testStore{
 		"*MemoryStore": (*httpidem.MemoryStore)(nil),
 		"*RedisStore":  (*httpidem.RedisStore)(nil),
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := httpidem.NewGuard(httpidem.IdempotencyConfig{Store: store}); err == nil || err.Error() != wantGuard.Error() {
+			if _, err := httpidem.NewIdempotencyGuard(httpidem.IdempotencyConfig{Store: store}); err == nil || err.Error() != wantGuard.Error() {
 				t.Errorf("NewGuard: %v, want %v", err, wantGuard)
 			}
 			if _, err := httpidem.NewGate(httpidem.DailyConfig{Store: store, Scope: "vote"}); err == nil || err.Error() != wantGate.Error() {
 				t.Errorf("NewGate: %v, want %v", err, wantGate)
 			}
-			idem := httpidem.Idempotency(httpidem.IdempotencyConfig{Store: store})(http.NotFoundHandler())
-			problem(t, do(idem, "POST", "/", "", withKey("k")), http.StatusInternalServerError, httpidem.CodeMisconfigured)
-			daily := httpidem.Daily(httpidem.DailyConfig{Store: store, Scope: "vote", Subject: user})(http.NotFoundHandler())
-			problem(t, do(daily, "POST", "/", "", withUser("u1")), http.StatusInternalServerError, httpidem.CodeMisconfigured)
+			if e := mustPanic(t, httpidem.ErrInvalidConfig, func() { httpidem.Idempotency(httpidem.IdempotencyConfig{Store: store}) }); e.Error() != wantGuard.Error() {
+				t.Errorf("Idempotency panicked with %v, want %v", e, wantGuard)
+			}
+			if e := mustPanic(t, httpidem.ErrInvalidConfig, func() { httpidem.Daily(httpidem.DailyConfig{Store: store, Scope: "vote", Subject: user}) }); e.Error() != wantGate.Error() {
+				t.Errorf("Daily panicked with %v, want %v", e, wantGate)
+			}
 		})
 	}
-	if got, want := httpidem.NewRedisStore((*redis.Client)(nil)).Err(), httpidem.NewRedisStore(nil).Err(); got == nil || got.Error() != want.Error() {
-		t.Errorf("NewRedisStore((*redis.Client)(nil)).Err() = %v, want %v", got, want)
+	_, got := httpidem.NewRedisStore((*redis.Client)(nil))
+	_, want := httpidem.NewRedisStore(nil)
+	if got == nil || got.Error() != want.Error() {
+		t.Errorf("NewRedisStore((*redis.Client)(nil)) = %v, want %v", got, want)
 	}
 }

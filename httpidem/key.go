@@ -28,7 +28,7 @@ const maxKeyLength = 300
 // without DQUOTE, comma, semicolon or backslash); either way the key is
 // 1 to maxLen bytes (maxLen <= 0: DefaultMaxKeyLength). Repeated header
 // lines, lists, parameters, empty keys and control characters are
-// errors matching ErrKeyInvalid.
+// errors matching ErrInvalidKey.
 func ParseKey(h http.Header, maxLen int) (key string, ok bool, err error) {
 	vals := h.Values(HeaderKey)
 	switch len(vals) {
@@ -36,20 +36,20 @@ func ParseKey(h http.Header, maxLen int) (key string, ok bool, err error) {
 		return "", false, nil
 	case 1:
 	default:
-		return "", true, fmt.Errorf("%w: %d header lines", ErrKeyInvalid, len(vals))
+		return "", true, fmt.Errorf("%w: %d header lines", ErrInvalidKey, len(vals))
 	}
 	if maxLen <= 0 {
 		maxLen = DefaultMaxKeyLength
 	}
 	key, err = parseItem(strings.Trim(vals[0], " \t"))
 	if err != nil {
-		return "", true, fmt.Errorf("%w: %w", ErrKeyInvalid, err)
+		return "", true, fmt.Errorf("%w: %w", ErrInvalidKey, err)
 	}
 	switch {
 	case key == "":
-		return "", true, fmt.Errorf("%w: empty", ErrKeyInvalid)
+		return "", true, fmt.Errorf("%w: empty", ErrInvalidKey)
 	case len(key) > maxLen:
-		return "", true, fmt.Errorf("%w: %d bytes, over %d", ErrKeyInvalid, len(key), maxLen)
+		return "", true, fmt.Errorf("%w: %d bytes, over %d", ErrInvalidKey, len(key), maxLen)
 	}
 	return key, true, nil
 }

@@ -27,7 +27,7 @@ import (
 func FuzzParseKey(f *testing.F) {
 	f.Add(`"8e03978e-40d5-43e8-bc93-6894a57f9324"`, 0)
 	f.Add(`abc`, 3)
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	f.Cleanup(func() { store.Close() })
 	var runs atomic.Int64
 	// The handler answers 500, which is not stored: the store keeps
@@ -50,7 +50,7 @@ func FuzzParseKey(f *testing.F) {
 			limit = httpidem.DefaultMaxKeyLength
 		}
 		if err != nil {
-			if !errors.Is(err, httpidem.ErrKeyInvalid) || key != "" {
+			if !errors.Is(err, httpidem.ErrInvalidKey) || key != "" {
 				t.Fatalf("ParseKey(%q) = %q, %v; want no key and ErrKeyInvalid", value, key, err)
 			}
 		} else {
@@ -64,8 +64,8 @@ func FuzzParseKey(f *testing.F) {
 		ran := runs.Load() != before
 		switch {
 		case err != nil && (w.Code != http.StatusBadRequest || ran ||
-			!strings.Contains(w.Body.String(), `"code":"`+httpidem.CodeKeyInvalid+`"`)):
-			t.Fatalf("header %q (%v): %d %s, handler ran %v; want a 400 %s problem", value, err, w.Code, w.Body, ran, httpidem.CodeKeyInvalid)
+			!strings.Contains(w.Body.String(), `"code":"`+httpidem.CodeInvalidKey+`"`)):
+			t.Fatalf("header %q (%v): %d %s, handler ran %v; want a 400 %s problem", value, err, w.Code, w.Body, ran, httpidem.CodeInvalidKey)
 		case err == nil && (w.Code != http.StatusInternalServerError || !ran):
 			t.Fatalf("header %q: %d %s, handler ran %v; want the handler's 500", value, w.Code, w.Body, ran)
 		}

@@ -58,7 +58,7 @@ func TestParseKey(t *testing.T) {
 			h.Add(httpidem.HeaderKey, l)
 		}
 		key, ok, err := httpidem.ParseKey(h, 0)
-		if !errors.Is(err, httpidem.ErrKeyInvalid) || !ok {
+		if !errors.Is(err, httpidem.ErrInvalidKey) || !ok {
 			t.Errorf("%s: ParseKey(%q) = %q, %v, %v; want ErrKeyInvalid", name, lines, key, ok, err)
 		}
 	}
@@ -68,7 +68,7 @@ func TestParseKey(t *testing.T) {
 	}
 	h := http.Header{}
 	h.Set(httpidem.HeaderKey, "abcdef")
-	if _, _, err := httpidem.ParseKey(h, 5); !errors.Is(err, httpidem.ErrKeyInvalid) {
+	if _, _, err := httpidem.ParseKey(h, 5); !errors.Is(err, httpidem.ErrInvalidKey) {
 		t.Errorf("maxLen 5: %v", err)
 	}
 }

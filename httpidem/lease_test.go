@@ -27,7 +27,7 @@ func leaseKeys(mr *miniredis.Miniredis) []string {
 
 func TestLostLeaseCancelsRequest(t *testing.T) {
 	mr, rdb := startMiniredis(t, false)
-	store := httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t)))
+	store := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t))))
 	defer store.Close()
 	var d decisions
 	var runs atomic.Int64
@@ -59,7 +59,7 @@ func TestLostLeaseCancelsRequest(t *testing.T) {
 		t.Fatalf("lease keys %v", mr.Keys())
 	}
 	mr.Del(keys[0]) // the lease vanishes (a failover that lost it, say)
-	if cause := <-causes; !errors.Is(cause, httpidem.ErrLeaseLost) {
+	if cause := <-causes; !errors.Is(cause, httpidem.ErrLost) {
 		t.Fatalf("request context cause %v, want ErrLeaseLost", cause)
 	}
 	<-done
@@ -75,7 +75,7 @@ func TestLostLeaseCancelsRequest(t *testing.T) {
 
 func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
 	_, rdb := startMiniredis(t, true) // keys age in real time
-	store := httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t)))
+	store := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t))))
 	defer store.Close()
 	const ttl = 600 * time.Millisecond
 	started, release := make(chan struct{}), make(chan struct{})
@@ -108,7 +108,7 @@ func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
 
 // slowBegin signals when Begin is entered.
 type slowBegin struct {
-	httpidem.Store
+	testStore
 	entered chan struct{}
 }
 
@@ -117,11 +117,11 @@ func (s slowBegin) Begin(ctx context.Context, a httpidem.BeginArgs) (httpidem.Be
 	case s.entered <- struct{}{}:
 	default:
 	}
-	return s.Store.Begin(ctx, a)
+	return s.testStore.Begin(ctx, a)
 }
 
 func TestWaitInFlightReplays(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store httpidem.Store) {
+	eachBackend(t, func(t *testing.T, store testStore) {
 		entered := make(chan struct{}, 1)
 		started, release := make(chan struct{}), make(chan struct{})
 		var runs atomic.Int64
@@ -155,7 +155,7 @@ func TestWaitInFlightReplays(t *testing.T) {
 
 func TestLateCompleteKeepsNewerRecord(t *testing.T) {
 	mr, rdb := startMiniredis(t, false)
-	store := httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t)))
+	store := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t))))
 	defer store.Close()
 	ctx := context.Background()
 	args := httpidem.BeginArgs{Key: "idem:k", Fingerprint: "fp", LeaseTTL: 30 * time.Second}
@@ -172,7 +172,7 @@ func TestLateCompleteKeepsNewerRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = a.Lease.Complete(ctx, &httpidem.Record{Fingerprint: "fp", Status: 201, Body: []byte("A")}, time.Hour)
-	if !errors.Is(err, httpidem.ErrLeaseLost) {
+	if !errors.Is(err, httpidem.ErrLost) {
 		t.Fatalf("late Complete: %v, want ErrLeaseLost", err)
 	}
 	c, err := store.Begin(ctx, args)
@@ -182,18 +182,18 @@ func TestLateCompleteKeepsNewerRecord(t *testing.T) {
 }
 
 func TestStoreDown(t *testing.T) {
-	store := httpidem.NewRedisStore(deadRedis(t), httpidem.WithPrefix(prefix(t)))
+	store := must(httpidem.NewRedisStore(deadRedis(t), httpidem.WithPrefix(prefix(t))))
 	defer store.Close()
 	var d decisions
 	var c counter
 	closed := mw(t, httpidem.IdempotencyConfig{Store: store, OnDecision: d.record}, &c)
-	problem(t, do(closed, "POST", "/x", "b", withKey("k"), withTenant("A")), http.StatusServiceUnavailable, httpidem.CodeStoreUnavailable)
+	problem(t, do(closed, "POST", "/x", "b", withKey("k"), withTenant("A")), http.StatusServiceUnavailable, httpidem.CodeUnavailable)
 	open := mw(t, httpidem.IdempotencyConfig{Store: store, FailOpen: true, OnDecision: d.record}, &c)
 	if w := do(open, "POST", "/x", "body", withKey("k"), withTenant("A")); w.Code != http.StatusCreated || !strings.Contains(w.Body.String(), `"echo":"body"`) {
 		t.Fatalf("fail open: %d %s", w.Code, w.Body)
 	}
 	for i, x := range d.got {
-		if x.Outcome != httpidem.OutcomeStoreError || !errors.Is(x.Err, httpidem.ErrStoreUnavailable) {
+		if x.Outcome != httpidem.OutcomeStoreError || !errors.Is(x.Err, httpidem.ErrUnavailable) {
 			t.Fatalf("decision %d: %+v", i, x)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -55,27 +56,27 @@ func deleteKeys(rdb redis.UniversalClient, prefix string) {
 // backend is a store under test.
 type backend struct {
 	name string
-	new  func(t *testing.T) httpidem.Store
+	new  func(t *testing.T) testStore
 }
 
 // backends are the stores every behaviour test runs on: memory, miniredis
 // and, when it answers (or LATCHKEY_REQUIRE_SERVERS=1), the real Redis.
 var backends = []backend{
-	{"memory", func(t *testing.T) httpidem.Store {
-		s := httpidem.NewMemoryStore()
+	{"memory", func(t *testing.T) testStore {
+		s := must(httpidem.NewMemoryStore())
 		t.Cleanup(func() { s.Close() })
 		return s
 	}},
-	{"miniredis", func(t *testing.T) httpidem.Store {
+	{"miniredis", func(t *testing.T) testStore {
 		_, rdb := startMiniredis(t, true)
-		s := httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t)))
+		s := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t))))
 		t.Cleanup(func() { s.Close() })
 		return s
 	}},
-	{"redis", func(t *testing.T) httpidem.Store {
+	{"redis", func(t *testing.T) testStore {
 		rdb := redistest.Client(t)
 		p := prefix(t)
-		s := httpidem.NewRedisStore(rdb, httpidem.WithPrefix(p))
+		s := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(p)))
 		t.Cleanup(func() {
 			s.Close()
 			deleteKeys(rdb, p)
@@ -84,7 +85,7 @@ var backends = []backend{
 	}},
 }
 
-func eachBackend(t *testing.T, f func(t *testing.T, store httpidem.Store)) {
+func eachBackend(t *testing.T, f func(t *testing.T, store testStore)) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) { f(t, b.new(t)) })
 	}
@@ -196,4 +197,35 @@ func deadRedis(t *testing.T) *redis.Client {
 	t.Cleanup(func() { rdb.Close() })
 	mr.Close()
 	return rdb
+}
+
+// testStore is what the tests need of a store: both protocols, counting.
+type testStore interface {
+	httpidem.IdempotencyStore
+	httpidem.ClaimCounter
+}
+
+// must returns v, or panics with err: for store constructors in tests.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// mustPanic calls f and checks that it panics with an error matching want;
+// it returns that error.
+func mustPanic(t *testing.T, want error, f func()) (got error) {
+	t.Helper()
+	defer func() {
+		t.Helper()
+		r := recover()
+		err, ok := r.(error)
+		if !ok || !errors.Is(err, want) {
+			t.Fatalf("panic %v, want an error matching %v", r, want)
+		}
+		got = err
+	}()
+	f()
+	return nil
 }

@@ -8,55 +8,36 @@ import (
 	"github.com/latchkey/latchkey/core"
 )
 
-// A MemoryStore is a Store in process memory, with the semantics of
-// RedisStore — leases are core.NewMemory locks (renewed, fenced), records
-// and claims expire — for tests and single-process programs. CountApprox
-// counts exactly here.
+// A MemoryStore is an IdempotencyStore and a ClaimCounter in process
+// memory, with the semantics of RedisStore — leases are core.NewMemory
+// locks (renewed, fenced), records and claims expire — for tests and
+// single-process programs. CountApprox counts exactly here.
 type MemoryStore struct {
-	b base
-	m *memKV
+	*base
 }
+
+var (
+	_ IdempotencyStore = (*MemoryStore)(nil)
+	_ ClaimCounter     = (*MemoryStore)(nil)
+)
 
 // NewMemoryStore returns an empty MemoryStore. WithClock sets the clock by
 // which its records and claims expire; WithLocks gives it a lock client
-// (default core.NewMemory(), closed by Close).
-func NewMemoryStore(opts ...StoreOption) *MemoryStore {
-	cfg := newStoreConfig(opts)
+// (default core.NewMemory(), closed by Close). An invalid option is an
+// error matching ErrInvalidConfig.
+func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
+	cfg, err := newStoreConfig(opts)
+	if err != nil {
+		return nil, err
+	}
 	m := &memKV{now: cfg.now, entries: make(map[string]memEntry), sets: make(map[string]memSet)}
-	s := &MemoryStore{b: base{prefix: cfg.prefix, err: cfg.err, kv: m}, m: m}
-	if s.b.err != nil {
-		return s
+	s := &MemoryStore{&base{prefix: cfg.prefix, kv: m, locks: cfg.locks}}
+	if s.locks == nil {
+		s.locks = core.NewMemory(core.WithKeyPrefix(cfg.prefix))
+		s.ownLocks = true
 	}
-	s.b.locks = cfg.locks
-	if s.b.locks == nil {
-		s.b.locks = core.NewMemory(core.WithKeyPrefix(cfg.prefix))
-		s.b.ownLocks = true
-	}
-	return s
+	return s, nil
 }
-
-// Err returns the configuration error every call fails with, or nil.
-func (s *MemoryStore) Err() error { return s.b.err }
-
-// Begin implements Store.
-func (s *MemoryStore) Begin(ctx context.Context, a BeginArgs) (Begun, error) {
-	return s.b.begin(ctx, a)
-}
-
-// Claim implements Store.
-func (s *MemoryStore) Claim(ctx context.Context, a ClaimArgs) (bool, error) { return s.b.claim(ctx, a) }
-
-// Unclaim implements Store.
-func (s *MemoryStore) Unclaim(ctx context.Context, a ClaimArgs) error { return s.b.unclaim(ctx, a) }
-
-// Count implements Store.
-func (s *MemoryStore) Count(ctx context.Context, scope, object string, day Day) (int64, error) {
-	return s.b.count(ctx, scope, object, day)
-}
-
-// Close closes the lock client the store created. Calling it again does
-// nothing.
-func (s *MemoryStore) Close() error { return s.b.close() }
 
 type memEntry struct {
 	data    []byte

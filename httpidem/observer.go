@@ -14,7 +14,7 @@ import "context"
 type Observer interface {
 	// DecisionStart is called when a middleware starts deciding a request,
 	// before any store call. It gets the request's context, the kind
-	// (KindIdempotency, KindDaily, or package echomw's KindParamLock) and
+	// (KindIdempotency, KindDaily or KindParamLock) and
 	// the scope (Decision.Scope: the Daily scope, IdempotencyConfig.Scope,
 	// or the ParamLock name).
 	//

@@ -57,7 +57,7 @@ func (o *recObserver) state() (int, []httpidem.Outcome) {
 // markStore fails the test if a store call's context is not the
 // Observer's.
 type markStore struct {
-	httpidem.Store
+	testStore
 	t     *testing.T
 	want  string
 	calls int
@@ -75,7 +75,7 @@ func (s *markStore) check(ctx context.Context, op string) {
 
 func (s *markStore) Begin(ctx context.Context, a httpidem.BeginArgs) (httpidem.Begun, error) {
 	s.check(ctx, "Begin")
-	b, err := s.Store.Begin(ctx, a)
+	b, err := s.testStore.Begin(ctx, a)
 	if b.Lease != nil {
 		b.Lease = markLease{b.Lease, s}
 	}
@@ -84,12 +84,12 @@ func (s *markStore) Begin(ctx context.Context, a httpidem.BeginArgs) (httpidem.B
 
 func (s *markStore) Claim(ctx context.Context, a httpidem.ClaimArgs) (bool, error) {
 	s.check(ctx, "Claim")
-	return s.Store.Claim(ctx, a)
+	return s.testStore.Claim(ctx, a)
 }
 
 func (s *markStore) Unclaim(ctx context.Context, a httpidem.ClaimArgs) error {
 	s.check(ctx, "Unclaim")
-	return s.Store.Unclaim(ctx, a)
+	return s.testStore.Unclaim(ctx, a)
 }
 
 type markLease struct {
@@ -108,7 +108,7 @@ func (l markLease) Release(ctx context.Context) error {
 }
 
 // failStore's Begin and Claim fail.
-type failStore struct{ httpidem.Store }
+type failStore struct{ testStore }
 
 var errBroken = errors.New("broken")
 
@@ -123,9 +123,9 @@ func (failStore) Claim(context.Context, httpidem.ClaimArgs) (bool, error) { retu
 // its context, its end is called once per observed request with the last
 // decision, and OnDecision hears every decision as before.
 func TestObserverIdempotency(t *testing.T) {
-	mem := httpidem.NewMemoryStore()
+	mem := must(httpidem.NewMemoryStore())
 	t.Cleanup(func() { mem.Close() })
-	store := &markStore{Store: mem, t: t, want: "idempotency/orders"}
+	store := &markStore{testStore: mem, t: t, want: "idempotency/orders"}
 	obs := &recObserver{t: t}
 	var d decisions
 	h := mw(t, httpidem.IdempotencyConfig{Store: store, Observer: obs, Scope: "orders", OnDecision: d.record},
@@ -182,7 +182,7 @@ func TestObserverIdempotency(t *testing.T) {
 // once (with FailOpen, before the unprotected handler runs, which keeps
 // the request's own context), and a lost lease ends it with lease_lost.
 func TestObserverIdempotencyFailures(t *testing.T) {
-	mem := httpidem.NewMemoryStore()
+	mem := must(httpidem.NewMemoryStore())
 	t.Cleanup(func() { mem.Close() })
 	for _, failOpen := range []bool{false, true} {
 		obs := &recObserver{t: t}
@@ -199,13 +199,13 @@ func TestObserverIdempotencyFailures(t *testing.T) {
 		if starts != 1 || !slices.Equal(ends, []httpidem.Outcome{"store_error"}) || ran != failOpen {
 			t.Errorf("FailOpen %v: %d %d starts, ends %v, ran %v", failOpen, w.Code, starts, ends, ran)
 		}
-		if !errors.Is(obs.ends[0].Err, errBroken) || !errors.Is(obs.ends[0].Err, httpidem.ErrStoreUnavailable) {
+		if !errors.Is(obs.ends[0].Err, errBroken) || !errors.Is(obs.ends[0].Err, httpidem.ErrUnavailable) {
 			t.Errorf("store error %v", obs.ends[0].Err)
 		}
 	}
 
 	mr, rdb := startMiniredis(t, false)
-	rs := httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t)))
+	rs := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t))))
 	t.Cleanup(func() { rs.Close() })
 	obs := &recObserver{t: t}
 	started := make(chan struct{})
@@ -233,10 +233,10 @@ func TestObserverIdempotencyFailures(t *testing.T) {
 // and a release; Count mode's covers only the claim after a 2xx; a store
 // error with FailOpen ends it before the handler.
 func TestObserverDaily(t *testing.T) {
-	mem := httpidem.NewMemoryStore()
+	mem := must(httpidem.NewMemoryStore())
 	t.Cleanup(func() { mem.Close() })
 
-	store := &markStore{Store: mem, t: t, want: "daily/vote"}
+	store := &markStore{testStore: mem, t: t, want: "daily/vote"}
 	obs := &recObserver{t: t}
 	var d decisions
 	h := voteMux(t, httpidem.DailyConfig{Store: store, Scope: "vote", Observer: obs, OnDecision: d.record},
@@ -260,7 +260,7 @@ func TestObserverDaily(t *testing.T) {
 		t.Errorf("OnDecision %v, want %v", got, want)
 	}
 
-	store = &markStore{Store: mem, t: t, want: "daily/read"}
+	store = &markStore{testStore: mem, t: t, want: "daily/read"}
 	obs = &recObserver{t: t}
 	h = voteMux(t, httpidem.DailyConfig{Store: store, Scope: "read", Mode: httpidem.ModeCount, Observer: obs},
 		func(w http.ResponseWriter, r *http.Request) {
@@ -296,7 +296,7 @@ func TestObserverDaily(t *testing.T) {
 // TestObserverNilContext: an Observer that returns a nil context and a nil
 // func leaves the request's context in place.
 func TestObserverNilContext(t *testing.T) {
-	mem := httpidem.NewMemoryStore()
+	mem := must(httpidem.NewMemoryStore())
 	t.Cleanup(func() { mem.Close() })
 	h := mw(t, httpidem.IdempotencyConfig{Store: mem, Observer: nilObserver{}},
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
@@ -314,7 +314,7 @@ func (nilObserver) DecisionStart(context.Context, string, string) (context.Conte
 // TestScopeValidation: IdempotencyConfig.Scope takes the Daily scope's
 // characters.
 func TestScopeValidation(t *testing.T) {
-	mem := httpidem.NewMemoryStore()
+	mem := must(httpidem.NewMemoryStore())
 	t.Cleanup(func() { mem.Close() })
 	for _, s := range []string{"bad scope", "a:b", string(make([]byte, 65))} {
 		if _, err := (httpidem.IdempotencyConfig{Store: mem, Scope: s}).ToMiddleware(); !errors.Is(err, httpidem.ErrInvalidConfig) {

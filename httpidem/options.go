@@ -21,7 +21,7 @@ type storeConfig struct {
 	prefix string
 	locks  *core.Client
 	now    func() time.Time
-	err    error
+	err    error // the first invalid option
 }
 
 type storeOption func(*storeConfig)
@@ -77,14 +77,14 @@ func (c *storeConfig) fail(format string, args ...any) {
 	}
 }
 
-func newStoreConfig(opts []StoreOption) storeConfig {
+func newStoreConfig(opts []StoreOption) (storeConfig, error) {
 	c := storeConfig{prefix: DefaultPrefix, now: time.Now}
 	for _, o := range opts {
 		if o != nil {
 			o.applyStore(&c)
 		}
 	}
-	return c
+	return c, c.err
 }
 
 func hasControl(s string) bool {

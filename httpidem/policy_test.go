@@ -15,7 +15,7 @@ import (
 
 func TestStorePolicy(t *testing.T) {
 	statuses := []int{http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusTooManyRequests}
-	eachBackend(t, func(t *testing.T, store httpidem.Store) {
+	eachBackend(t, func(t *testing.T, store testStore) {
 		for _, status := range statuses {
 			var runs int
 			h := func(w http.ResponseWriter, r *http.Request) { runs++; w.WriteHeader(status) }
@@ -47,7 +47,7 @@ func TestStorePolicy(t *testing.T) {
 }
 
 func TestPanicReleasesLease(t *testing.T) {
-	eachBackend(t, func(t *testing.T, store httpidem.Store) {
+	eachBackend(t, func(t *testing.T, store testStore) {
 		runs := 0
 		h := mw(t, httpidem.IdempotencyConfig{Store: store}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			runs++
@@ -71,7 +71,7 @@ func TestPanicReleasesLease(t *testing.T) {
 }
 
 func TestBodyLimits(t *testing.T) {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	runs := 0
 	big := strings.Repeat("x", 100)
@@ -99,7 +99,7 @@ func TestBodyLimits(t *testing.T) {
 }
 
 func TestStreamedResponseNotStored(t *testing.T) {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	var d decisions
 	runs := 0
@@ -125,7 +125,7 @@ func TestStreamedResponseNotStored(t *testing.T) {
 }
 
 func TestRequestBodyReachesHandler(t *testing.T) {
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	var c counter
 	h := mw(t, httpidem.IdempotencyConfig{Store: store}, &c)
@@ -136,16 +136,16 @@ func TestRequestBodyReachesHandler(t *testing.T) {
 
 func TestRecordExpires(t *testing.T) {
 	mr, rdb := startMiniredis(t, false)
-	rstore := httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t)))
+	rstore := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t))))
 	defer rstore.Close()
 	now := utc("2026-01-01T00:00:00Z")
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	mstore := httpidem.NewMemoryStore(httpidem.WithClock(clock))
+	mstore := must(httpidem.NewMemoryStore(httpidem.WithClock(clock)))
 	defer mstore.Close()
 	for _, c := range []struct {
 		name    string
-		store   httpidem.Store
+		store   testStore
 		advance func(time.Duration)
 	}{
 		{"miniredis", rstore, mr.FastForward},

@@ -14,17 +14,30 @@ const ProblemContentType = "application/problem+json"
 // Stable values of the "code" member of problem answers. Clients may
 // switch on them; they never change meaning.
 const (
-	CodeKeyMissing       = "idempotency_key_missing" // 400, ErrKeyMissing
-	CodeKeyInvalid       = "idempotency_key_invalid" // 400, ErrKeyInvalid
-	CodeKeyReused        = "idempotency_key_reused"  // 422, ErrKeyReused
-	CodeInFlight         = "request_in_flight"       // 409, ErrInFlight
-	CodeBodyTooLarge     = "request_too_large"       // 413, ErrBodyTooLarge
-	CodeBadRequest       = "request_invalid"         // 400, ErrBadRequest
-	CodeUnauthenticated  = "unauthenticated"         // 401, ErrUnauthenticated
-	CodeAlreadyClaimed   = "already_claimed"         // 409, ErrAlreadyClaimed
-	CodeStoreUnavailable = "store_unavailable"       // 503, ErrStoreUnavailable
-	CodeMisconfigured    = "misconfigured"           // 500, ErrInvalidConfig
+	CodeKeyMissing      = "idempotency_key_missing" // 400, ErrKeyMissing
+	CodeInvalidKey      = "idempotency_key_invalid" // 400, ErrInvalidKey
+	CodeKeyReused       = "idempotency_key_reused"  // 422, ErrKeyReused
+	CodeInFlight        = "request_in_flight"       // 409, ErrInFlight
+	CodeBodyTooLarge    = "request_too_large"       // 413, ErrBodyTooLarge
+	CodeInvalidRequest  = "request_invalid"         // 400, ErrInvalidRequest or ErrInvalidParam
+	CodeUnauthenticated = "unauthenticated"         // 401, ErrUnauthenticated
+	CodeAlreadyClaimed  = "already_claimed"         // 409, ErrAlreadyClaimed
+	CodeLocked          = "resource_locked"         // 409, ErrLocked
+	CodeLockLost        = "lock_lost"               // 503, ErrLost (ParamLock)
+	CodeUnavailable     = "store_unavailable"       // 503, ErrUnavailable
 )
+
+// A ProblemWriter writes a guard's error answer. WriteProblem is the
+// default.
+type ProblemWriter func(w http.ResponseWriter, r *http.Request, p *Problem)
+
+// problemWriter returns write, or WriteProblem when it is nil.
+func problemWriter(write ProblemWriter) ProblemWriter {
+	if write != nil {
+		return write
+	}
+	return func(w http.ResponseWriter, _ *http.Request, p *Problem) { WriteProblem(w, p) }
+}
 
 // A Problem is an error answer: its status, stable code, a human-readable
 // detail, an optional Retry-After and the error behind it. It is an error

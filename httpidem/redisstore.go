@@ -31,58 +31,40 @@ var (
 	countScript      = redis.NewScript(countLua)
 )
 
-// A RedisStore is a Store on Redis: a server, a Sentinel group or a Cluster
-// (every multi-key script touches keys of one hash tag). Records and claims
-// are plain keys under the prefix; in-flight leases are core locks.
-// Scripts run with EVALSHA. Requires Redis 6.2 or later (SET PXAT/EXAT).
+// A RedisStore is an IdempotencyStore and a ClaimCounter on Redis: a
+// server, a Sentinel group or a Cluster (every multi-key script touches
+// keys of one hash tag). Records and claims are plain keys under the
+// prefix; in-flight leases are core locks. Scripts run with EVALSHA.
+// Requires Redis 6.2 or later (SET PXAT/EXAT).
 type RedisStore struct {
-	b base
+	*base
 }
 
-// NewRedisStore returns a Store on rdb. It does no I/O. Unless WithLocks
+var (
+	_ IdempotencyStore = (*RedisStore)(nil)
+	_ ClaimCounter     = (*RedisStore)(nil)
+)
+
+// NewRedisStore returns a store on rdb. It does no I/O. Unless WithLocks
 // gives one, it creates its own core.Client (core.NewRedis(rdb,
 // core.WithKeyPrefix(prefix))), which Close closes; rdb itself is never
-// closed by the store. A nil rdb or an invalid option makes every call
-// fail with the error Err returns.
-func NewRedisStore(rdb redis.UniversalClient, opts ...StoreOption) *RedisStore {
-	cfg := newStoreConfig(opts)
-	s := &RedisStore{b: base{prefix: cfg.prefix, err: cfg.err}}
-	if nilness.IsNil(rdb) && s.b.err == nil {
-		s.b.err = fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
+// closed by the store. A nil rdb or an invalid option is an error
+// matching ErrInvalidConfig.
+func NewRedisStore(rdb redis.UniversalClient, opts ...StoreOption) (*RedisStore, error) {
+	cfg, err := newStoreConfig(opts)
+	if err != nil {
+		return nil, err
 	}
-	if s.b.err != nil {
-		return s
+	if nilness.IsNil(rdb) {
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidConfig)
 	}
-	s.b.locks = cfg.locks
-	if s.b.locks == nil {
-		s.b.locks = core.NewRedis(rdb, core.WithKeyPrefix(cfg.prefix))
-		s.b.ownLocks = true
+	s := &RedisStore{&base{prefix: cfg.prefix, kv: redisKV{rdb: rdb}, locks: cfg.locks}}
+	if s.locks == nil {
+		s.locks = core.NewRedis(rdb, core.WithKeyPrefix(cfg.prefix))
+		s.ownLocks = true
 	}
-	s.b.kv = redisKV{rdb: rdb}
-	return s
+	return s, nil
 }
-
-// Err returns the configuration error every call fails with, or nil.
-func (s *RedisStore) Err() error { return s.b.err }
-
-// Begin implements Store.
-func (s *RedisStore) Begin(ctx context.Context, a BeginArgs) (Begun, error) { return s.b.begin(ctx, a) }
-
-// Claim implements Store.
-func (s *RedisStore) Claim(ctx context.Context, a ClaimArgs) (bool, error) { return s.b.claim(ctx, a) }
-
-// Unclaim implements Store.
-func (s *RedisStore) Unclaim(ctx context.Context, a ClaimArgs) error { return s.b.unclaim(ctx, a) }
-
-// Count implements Store.
-func (s *RedisStore) Count(ctx context.Context, scope, object string, day Day) (int64, error) {
-	return s.b.count(ctx, scope, object, day)
-}
-
-// Close closes the core.Client the store created (releasing the leases it
-// still holds); a Client given with WithLocks stays open. Close does not
-// close the Redis client. Calling it again does nothing.
-func (s *RedisStore) Close() error { return s.b.close() }
 
 // redisKV keeps records and claims on Redis.
 type redisKV struct {

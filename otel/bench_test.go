@@ -79,7 +79,7 @@ func BenchmarkIdempotencyReplay(b *testing.B) {
 	}
 	for _, bc := range cases {
 		b.Run(bc.name, func(b *testing.B) {
-			store := httpidem.NewMemoryStore()
+			store := must(httpidem.NewMemoryStore())
 			defer store.Close()
 			h := httpidem.Idempotency(httpidem.IdempotencyConfig{Store: store, Scope: "orders", Observer: bc.obs(),
 				Principal: func(*http.Request) (string, error) { return "ann", nil }})(

@@ -280,7 +280,7 @@ func generateStock(t *testing.T, tel *telemetry) {
 // contract, through httpidem and echomw, inside request spans.
 func generateHTTP(t *testing.T, tel *telemetry) {
 	t.Helper()
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	defer store.Close()
 	o := newOrders()
 	cfg := httpidem.IdempotencyConfig{Store: store, Principal: userOf, Scope: "orders", Observer: tel.inst}
@@ -314,7 +314,7 @@ func generateHTTP(t *testing.T, tel *telemetry) {
 	defer locks.Close()
 	e := echo.New()
 	e.POST("/sku/:sku", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) },
-		echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locker: locks, Params: []string{"sku"}, Name: "sku", Observer: tel.inst}))
+		echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locks: locks, Params: []string{"sku"}, Name: "sku", Observer: tel.inst}))
 	serveIn(tel, e, httptest.NewRequest("POST", "/sku/1", nil))
 	held, err := locks.TryLock(context.Background(), "sku|sku=1")
 	if err != nil {
@@ -325,7 +325,7 @@ func generateHTTP(t *testing.T, tel *telemetry) {
 }
 
 // failStore is a store whose Begin fails.
-type failStore struct{ httpidem.Store }
+type failStore struct{ httpidem.IdempotencyStore }
 
 func (failStore) Begin(context.Context, httpidem.BeginArgs) (httpidem.Begun, error) {
 	return httpidem.Begun{}, errors.New("connection refused")

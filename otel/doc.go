@@ -42,8 +42,9 @@
 //     acquisition gets a latchkey.lease.lost event if it is still
 //     recording (Do's caller is: Do waits for its callback, which the loss
 //     cancels); a latchkey.cron.run span whose run lost its lease always
-//     gets it. The acquire span's context is kept in a bounded table from
-//     acquisition to release or loss (see leases.go).
+//     gets it. The lease itself carries the acquire span's context from
+//     acquisition to loss (core hands an Observer the lease's context),
+//     so no table is kept.
 //   - latchkey.cron.run: one cronlock tick on this node — job, planned
 //     time, node, outcome (ran, skipped, failed, lost), skip reason, fence.
 //   - latchkey.idempotency, latchkey.daily, latchkey.paramlock: what an

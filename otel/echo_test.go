@@ -38,7 +38,7 @@ func TestParamLockSpans(t *testing.T) {
 			}
 		}
 		return c.NoContent(http.StatusNoContent)
-	}, echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locker: locks, Params: []string{"sku"},
+	}, echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locks: locks, Params: []string{"sku"},
 		TTL: 300 * time.Millisecond, Observer: tel.inst}))
 	const route = "/sku/:sku/deduct"
 
@@ -103,7 +103,7 @@ func TestParamLockCardinality(t *testing.T) {
 	e := echo.New()
 	ok := func(c echo.Context) error { return c.NoContent(http.StatusNoContent) }
 	e.POST("/files/*", ok, echomw.ParamLock(locks, "*"))
-	e.POST("/stock/:sku", ok, echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locker: locks, Params: []string{"sku"}, Name: "stock"}))
+	e.POST("/stock/:sku", ok, echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locks: locks, Params: []string{"sku"}, Name: "stock"}))
 	e.POST("/sku/:sku", ok, echomw.ParamLock(locks, "sku"))
 	for i := range 50 {
 		for _, target := range []string{

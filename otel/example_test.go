@@ -251,7 +251,7 @@ func Example_httpidem() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store := httpidem.NewRedisStore(rdb)
+	store := must(httpidem.NewRedisStore(rdb))
 	defer store.Close()
 
 	user := func(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil } // your auth
@@ -307,7 +307,7 @@ func Example_echomw() {
 
 	e := echo.New()
 	e.POST("/sku/:sku/deduct", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) },
-		echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locker: locks, Params: []string{"sku"}, Observer: inst}))
+		echomw.ParamLockWithConfig(echomw.ParamLockConfig{Locks: locks, Params: []string{"sku"}, Observer: inst}))
 
 	r := httptest.NewRequest("POST", "/sku/42/deduct", nil)
 	ctx, span := tp.Tracer("shop").Start(r.Context(), "POST /sku/:sku/deduct") // otelecho's server span

@@ -43,26 +43,21 @@ func decisionSpanName(kind string) string {
 		return spanIdempotency
 	case httpidem.KindDaily:
 		return spanDaily
-	case kindParamLock:
+	case httpidem.KindParamLock:
 		return spanParamLock
 	}
 	return "latchkey." + kind
 }
 
-// kindParamLock is echomw.KindParamLock (echomw is not imported: it
-// would make every user of this package build Echo).
-const kindParamLock = "paramlock"
-
 // decisionErrorType names the failure of a decision, or "" when it is an
 // outcome.
 func decisionErrorType(d httpidem.Decision) string {
 	switch {
-	case d.Outcome == httpidem.OutcomeLost,
-		errors.Is(d.Err, httpidem.ErrLeaseLost), errors.Is(d.Err, core.ErrLost):
+	case d.Outcome == httpidem.OutcomeLost, errors.Is(d.Err, core.ErrLost): // httpidem.ErrLost too
 		return errLost
 	case d.Outcome == httpidem.OutcomeStoreError,
 		d.Outcome == httpidem.OutcomeReleased && d.Err != nil,
-		d.Outcome == httpidem.OutcomeNotStored && errors.Is(d.Err, httpidem.ErrStoreUnavailable):
+		d.Outcome == httpidem.OutcomeNotStored && errors.Is(d.Err, httpidem.ErrUnavailable):
 		if errors.Is(d.Err, httpidem.ErrInvalidArgument) {
 			return errInvalid
 		}

@@ -22,7 +22,7 @@ func TestHTTPCardinality(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { mp.Shutdown(context.Background()) })
 	inst := otel.New(otel.WithMeterProvider(mp), otel.WithTracerProvider(noop.NewTracerProvider()))
-	store := httpidem.NewMemoryStore()
+	store := must(httpidem.NewMemoryStore())
 	t.Cleanup(func() { store.Close() })
 	created := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) })
 	idem := httpidem.Idempotency(httpidem.IdempotencyConfig{Store: store, Principal: userOf, Scope: "orders", Observer: inst})(created)

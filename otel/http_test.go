@@ -149,7 +149,7 @@ func deadStore(t *testing.T) *httpidem.RedisStore {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
 		DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
 	mr.Close()
-	s := httpidem.NewRedisStore(rdb)
+	s := must(httpidem.NewRedisStore(rdb))
 	t.Cleanup(func() { s.Close(); rdb.Close() })
 	return s
 }
@@ -162,7 +162,7 @@ func TestIdempotencySpans(t *testing.T) {
 	tel := newTelemetry(t)
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	store := httpidem.NewRedisStore(rdb)
+	store := must(httpidem.NewRedisStore(rdb))
 	t.Cleanup(func() { store.Close(); rdb.Close() })
 	o := newOrders()
 	cfg := httpidem.IdempotencyConfig{Store: store, Principal: userOf, Require: true, Scope: "orders",
@@ -236,7 +236,7 @@ func TestIdempotencySpans(t *testing.T) {
 }
 
 // failUnclaim is a store whose Unclaim fails.
-type failUnclaim struct{ httpidem.Store }
+type failUnclaim struct{ httpidem.ClaimStore }
 
 func (failUnclaim) Unclaim(context.Context, httpidem.ClaimArgs) error {
 	return errors.New("unclaim: connection reset")
@@ -248,7 +248,7 @@ func (failUnclaim) Unclaim(context.Context, httpidem.ClaimArgs) error {
 // not be given back are.
 func TestDailySpans(t *testing.T) {
 	tel := newTelemetry(t)
-	mem := httpidem.NewMemoryStore()
+	mem := must(httpidem.NewMemoryStore())
 	t.Cleanup(func() { mem.Close() })
 	mux := http.NewServeMux()
 	route := func(pattern string, cfg httpidem.DailyConfig) {
@@ -311,11 +311,11 @@ func TestDecisionStatusRules(t *testing.T) {
 		{httpidem.Decision{Outcome: httpidem.OutcomeInFlight, Status: 409, Err: httpidem.ErrInFlight}, ""},
 		{httpidem.Decision{Outcome: httpidem.OutcomeInvalid, Status: 400, Err: httpidem.ErrKeyMissing}, ""},
 		{httpidem.Decision{Outcome: httpidem.OutcomeNotStored, Err: errors.New("status 503 not stored by policy")}, ""},
-		{httpidem.Decision{Outcome: httpidem.OutcomeNotStored, Err: errors.Join(errors.New("not storable"), httpidem.ErrStoreUnavailable)}, "backend"},
+		{httpidem.Decision{Outcome: httpidem.OutcomeNotStored, Err: errors.Join(errors.New("not storable"), httpidem.ErrUnavailable)}, "backend"},
 		{httpidem.Decision{Outcome: httpidem.OutcomeReleased}, ""},
-		{httpidem.Decision{Outcome: httpidem.OutcomeStoreError, Err: errors.Join(httpidem.ErrStoreUnavailable, context.DeadlineExceeded)}, "timeout"},
+		{httpidem.Decision{Outcome: httpidem.OutcomeStoreError, Err: errors.Join(httpidem.ErrUnavailable, context.DeadlineExceeded)}, "timeout"},
 		{httpidem.Decision{Outcome: httpidem.OutcomeStoreError, Status: 503, Err: httpidem.ErrInvalidArgument}, "invalid_argument"},
-		{httpidem.Decision{Outcome: httpidem.OutcomeLost, Err: errors.Join(httpidem.ErrLeaseLost, lost)}, "lost"},
+		{httpidem.Decision{Outcome: httpidem.OutcomeLost, Err: errors.Join(httpidem.ErrLost, lost)}, "lost"},
 		{httpidem.Decision{Kind: "paramlock", Outcome: "locked", Status: 409}, ""},
 		{httpidem.Decision{Kind: "paramlock", Outcome: "invalid", Status: 500, Err: errors.New("route has no parameter")}, "misconfigured"},
 	}
@@ -332,4 +332,12 @@ func TestDecisionStatusRules(t *testing.T) {
 			t.Errorf("empty scope recorded: %v", s.Attributes())
 		}
 	}
+}
+
+// must returns v, or panics with err: for store constructors in tests.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -24,14 +24,26 @@ func (in *Instrumentation) OpStart(ctx context.Context, op core.Op, key string) 
 	}
 	spanCtx := context.Background()
 	if op != core.OpRenew || in.cfg.renewSpans {
-		parent := ctx
-		if op == core.OpRenew {
-			parent = in.leases.parent(ctx, key)
-		}
-		ctx, span = in.tracer.Start(parent, opSpanName(op), in.startOpts...)
+		// A renewal's ctx is its lease's (see core.Observer): its span is
+		// a child of the lease's acquire span.
+		ctx, span = in.tracer.Start(ctx, opSpanName(op), in.startOpts...)
 		spanCtx = ctx
 	}
-	return ctx, func(r core.OpResult) { in.opEnd(spanCtx, op, key, start, span, caller, r) }
+	if op == core.OpAcquire {
+		// The lease keeps this ctx and hands it back at its loss: the
+		// caller's span rides along for the latchkey.lease.lost event.
+		ctx = context.WithValue(ctx, leaseCallerKey{}, leaseCaller{span: caller, isTick: isTickSpan(ctx, caller)})
+	}
+	return ctx, func(r core.OpResult) { in.opEnd(spanCtx, op, key, start, span, r) }
+}
+
+// leaseCallerKey carries, in a lease's context, the span that was current
+// when the lease was taken.
+type leaseCallerKey struct{}
+
+type leaseCaller struct {
+	span   trace.Span
+	isTick bool // a latchkey.cron.run span (see TickStart)
 }
 
 func opSpanName(op core.Op) string {
@@ -79,8 +91,8 @@ func opOutcome(op core.Op, r core.OpResult) (outcome, errType string) {
 	return outcomeFailed, t
 }
 
-// opEnd ends an operation: metrics, the lease table, the span.
-func (in *Instrumentation) opEnd(ctx context.Context, op core.Op, key string, start time.Time, span, caller trace.Span, r core.OpResult) {
+// opEnd ends an operation: metrics and the span.
+func (in *Instrumentation) opEnd(ctx context.Context, op core.Op, key string, start time.Time, span trace.Span, r core.OpResult) {
 	d := time.Since(start)
 	name := in.lockName(key)
 	outcome, errType := opOutcome(op, r)
@@ -97,18 +109,12 @@ func (in *Instrumentation) opEnd(ctx context.Context, op core.Op, key string, st
 		}
 		if r.Err == nil {
 			in.m.heldCount.Add(ctx, 1, in.lockSeries(seriesHeldCount, name, "", "", "").add...)
-			if span != nil && span.IsRecording() {
-				in.leases.put(key, leaseEntry{
-					fence: r.Fence, acquire: span.SpanContext(), caller: caller, callerIsTick: isTickSpan(ctx, caller),
-				})
-			}
 		}
 	case op == core.OpRelease && !r.Reentered:
-		// A lost lease was (or is about to be) counted out by LeaseLost,
-		// which also takes its table entry: core calls LeaseLost once for
-		// every lease a release reports Lost, possibly after the release.
+		// A lost lease was (or is about to be) counted out by LeaseLost:
+		// core calls it once for every lease a release reports Lost,
+		// possibly after the release.
 		if !r.Lost {
-			in.leases.take(key, r.Fence)
 			in.m.heldCount.Add(ctx, -1, in.lockSeries(seriesHeldCount, name, "", "", "").add...)
 			if in.m.heldDuration.Enabled(ctx) {
 				in.m.heldDuration.Record(ctx, r.Held.Seconds(), in.lockSeries(seriesHeld, name, "", outcome, "").rec...)
@@ -154,22 +160,18 @@ func (in *Instrumentation) opEnd(ctx context.Context, op core.Op, key string, st
 // LeaseLost implements core.Observer: it counts the loss, takes the lease
 // out of the held count and records how long it was held, and emits a
 // latchkey.lost span with error status — a child of the lease's
-// latchkey.acquire span when that span was recorded, so the loss shows in
+// latchkey.acquire span (ctx is the lease's context), so the loss shows in
 // the trace that took the lock — and a latchkey.lease.lost event on the
 // span that was current at the acquisition, if that span is still
 // recording (the caller of Client.Do). A cron run's span gets the event
 // from the run's own result instead (see TickStart).
-func (in *Instrumentation) LeaseLost(key string, fence int64, held time.Duration, cause error) {
-	ctx := context.Background()
+func (in *Instrumentation) LeaseLost(ctx context.Context, key string, fence int64, held time.Duration, cause error) {
 	name := in.lockName(key)
-	in.m.heldCount.Add(ctx, -1, in.lockSeries(seriesHeldCount, name, "", "", "").add...)
-	in.m.losses.Add(ctx, 1, in.lockSeries(seriesLosses, name, "", "", "").add...)
-	in.m.heldDuration.Record(ctx, held.Seconds(), in.lockSeries(seriesHeld, name, "", outcomeLost, "").rec...)
+	mctx := context.Background()
+	in.m.heldCount.Add(mctx, -1, in.lockSeries(seriesHeldCount, name, "", "", "").add...)
+	in.m.losses.Add(mctx, 1, in.lockSeries(seriesLosses, name, "", "", "").add...)
+	in.m.heldDuration.Record(mctx, held.Seconds(), in.lockSeries(seriesHeld, name, "", outcomeLost, "").rec...)
 
-	e, tracked := in.leases.take(key, fence)
-	if tracked {
-		ctx = trace.ContextWithSpanContext(ctx, e.acquire)
-	}
 	_, span := in.tracer.Start(ctx, spanLost, in.startOpts...)
 	attrs := []attribute.KeyValue{
 		keyLockName.String(name), keyFence.Int64(fence), keyHeld.Float64(held.Seconds()), keyErrorType.String(errLost),
@@ -186,7 +188,7 @@ func (in *Instrumentation) LeaseLost(key string, fence int64, held time.Duration
 	span.End()
 	// A cron run adds the event itself when it ends (its TickResult says
 	// lost): core may call LeaseLost only after the run has ended.
-	if tracked && e.caller != nil && !e.callerIsTick && e.caller.IsRecording() {
-		e.caller.AddEvent(eventLost, trace.WithAttributes(attrs...))
+	if c, ok := ctx.Value(leaseCallerKey{}).(leaseCaller); ok && c.span != nil && !c.isTick && c.span.IsRecording() {
+		c.span.AddEvent(eventLost, trace.WithAttributes(attrs...))
 	}
 }

@@ -33,7 +33,6 @@ type Instrumentation struct {
 	tracer trace.Tracer
 	m      instruments
 	series seriesCache
-	leases leaseTable
 
 	startOpts []trace.SpanStartOption
 }

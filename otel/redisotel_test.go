@@ -90,7 +90,7 @@ func TestHTTPCommandSpansNest(t *testing.T) {
 		t.Fatal(err)
 	}
 	locks := core.NewRedis(rdb, core.WithKeyPrefix(httpidem.DefaultPrefix), core.WithObserver(tel.inst))
-	store := httpidem.NewRedisStore(rdb, httpidem.WithLocks(locks))
+	store := must(httpidem.NewRedisStore(rdb, httpidem.WithLocks(locks)))
 	t.Cleanup(func() { store.Close(); locks.Close() })
 
 	tracer := tel.tp.Tracer("test")

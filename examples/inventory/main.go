@@ -6,6 +6,7 @@
 //	go run ./examples/inventory                                # embedded SQLite + miniredis
 //	DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable \
 //	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/inventory
+//	DATABASE_URL=mysql://root@127.0.0.1:3306/test go run ./examples/inventory
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +28,7 @@ import (
 	"github.com/latchkey/latchkey/dbguard"
 	"github.com/latchkey/latchkey/internal/demo"
 
+	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 )
@@ -151,15 +154,36 @@ func sale(buy func()) {
 	wg.Wait()
 }
 
-// openDB opens $DATABASE_URL (PostgreSQL), or an embedded SQLite file.
+// openDB opens $DATABASE_URL — postgres:// (PostgreSQL) or mysql://
+// (MySQL, MariaDB) — or an embedded SQLite file.
 func openDB() (*sql.DB, string, func(), error) {
-	if url := os.Getenv("DATABASE_URL"); url != "" {
-		db, err := sql.Open("pgx", url)
+	if raw := os.Getenv("DATABASE_URL"); raw != "" {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("DATABASE_URL: %w", err)
+		}
+		var db *sql.DB
+		var what string
+		switch u.Scheme {
+		case "postgres", "postgresql":
+			db, err = sql.Open("pgx", raw)
+			what = "PostgreSQL at $DATABASE_URL"
+		case "mysql", "mariadb":
+			cfg := mysql.NewConfig()
+			cfg.User = u.User.Username()
+			cfg.Passwd, _ = u.User.Password()
+			cfg.Net, cfg.Addr = "tcp", u.Host
+			cfg.DBName = strings.TrimPrefix(u.Path, "/")
+			db, err = sql.Open("mysql", cfg.FormatDSN())
+			what = "MySQL/MariaDB at $DATABASE_URL"
+		default:
+			return nil, "", nil, fmt.Errorf("DATABASE_URL: scheme %q: want postgres:// or mysql://", u.Scheme)
+		}
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("DATABASE_URL: %w", err)
 		}
 		db.SetMaxOpenConns(16)
-		return db, "PostgreSQL at $DATABASE_URL", func() { db.Close() }, nil
+		return db, what, func() { db.Close() }, nil
 	}
 	dir, err := os.MkdirTemp("", "inventory-demo")
 	if err != nil {
@@ -172,7 +196,7 @@ func openDB() (*sql.DB, string, func(), error) {
 		return nil, "", nil, err
 	}
 	db.SetMaxOpenConns(1) // SQLite has one writer: queue for it in Go
-	return db, "embedded SQLite (set DATABASE_URL for PostgreSQL)", func() { db.Close(); os.RemoveAll(dir) }, nil
+	return db, "embedded SQLite (set DATABASE_URL for PostgreSQL or MySQL/MariaDB)", func() { db.Close(); os.RemoveAll(dir) }, nil
 }
 
 // placeholders returns the first two bind parameters of db's dialect.

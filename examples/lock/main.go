@@ -1,6 +1,7 @@
-// Command lock shows the core lock: three nodes contend for one key, each
-// waits for a release notification, and a fenced store rejects the write
-// of a holder whose lease expired while it paused.
+// Command lock shows the core lock: three nodes contend for one key and
+// run one after another, each woken by the previous holder's release
+// notification (the timestamps show it), and a fenced store rejects the
+// write of a holder whose lease expired while it paused.
 //
 // With -trace, the locks are instrumented by package otel: every span is
 // printed as a JSON line (OpenTelemetry's stdout exporter) as it ends, and
@@ -52,29 +53,41 @@ func main() {
 		nodes = append(nodes, c)
 	}
 
-	// 1. Mutual exclusion with push wake-up.
+	// 1. Mutual exclusion with push wake-up: three nodes want to rebuild the
+	// same search index at once. One runs; the others wait — asleep, not
+	// polling — and each is woken by the previous holder's release
+	// notification, so the runs follow each other back to back.
+	start := time.Now()
+	since := func() string { return fmt.Sprintf("+%3dms", time.Since(start).Milliseconds()) }
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	say := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Printf(since()+" "+format+"\n", args...)
+	}
 	for i, c := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, span := tel.Tracer.Start(ctx, fmt.Sprintf("node %d: daily report", i))
+			ctx, span := tel.Tracer.Start(ctx, fmt.Sprintf("node %d: rebuild index", i))
 			defer span.End()
-			err := c.Do(ctx, "report:daily", func(ctx context.Context) error {
+			say("node %d asks for index:rebuild", i)
+			err := c.Do(ctx, "index:rebuild", func(ctx context.Context) error {
+				fence, _ := core.FenceFromContext(ctx)
+				say("node %d holds index:rebuild (fence %d), rebuilding for 50ms", i, fence)
 				time.Sleep(50 * time.Millisecond) // the work
+				say("node %d done, releasing", i)
 				return nil
 			}, core.WithWaitTimeout(5*time.Second))
-			mu.Lock()
-			defer mu.Unlock()
 			if err != nil {
-				fmt.Printf("node %d: %v\n", i, err)
-				return
+				say("node %d: %v", i, err)
 			}
-			fmt.Printf("node %d ran report:daily\n", i)
 		}()
+		time.Sleep(5 * time.Millisecond) // let the first one win, for a readable story
 	}
 	wg.Wait()
+	fmt.Println("three rebuilds, never two at once; each waiter woke at the previous release")
 
 	// 2. A holder pauses past its TTL; the fence stops its late write.
 	ctx, span := tel.Tracer.Start(ctx, "fenced writes")

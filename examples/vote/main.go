@@ -66,7 +66,10 @@ func main() {
 		defer locks.Close()
 		storeOpts = append(storeOpts, httpidem.WithLocks(locks))
 	}
-	store := httpidem.NewRedisStore(rdb, storeOpts...)
+	store, err := httpidem.NewRedisStore(rdb, storeOpts...)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer store.Close()
 
 	srv, err := newServer(store, obs)
