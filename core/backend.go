@@ -97,4 +97,11 @@ type backend interface {
 	setRecord(ctx context.Context, key, value string, ttl time.Duration) error
 	getRecord(ctx context.Context, key string) (string, bool, error)
 	claimRecord(ctx context.Context, key, value string, ttl time.Duration) (bool, error)
+	// claimRecordWithin is claimRecord judged by the store's clock: taken
+	// if key holds a claim, else late if the clock is past plannedMs +
+	// windowMs (unix ms), else claimed, for claimLife.
+	claimRecordWithin(ctx context.Context, key, value string, ttl time.Duration, plannedMs, windowMs int64) (verdict, error)
+	// setRecordNewer sets key to value and ordKey to order, both for ttl,
+	// unless ordKey holds a greater order; it reports whether it did.
+	setRecordNewer(ctx context.Context, key, ordKey, value string, order int64, ttl time.Duration) (bool, error)
 }

@@ -266,6 +266,17 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 	start := time.Now()
 	r, err := c.be.acquire(ctx, n, tok, value, s.ttl, s.fair, enqueue)
 	if err != nil {
+		// A client that honours ctx's deadline (ContextTimeoutEnabled) sets it
+		// on the socket: the read may time out a moment before ctx's own
+		// timer fires. Let it fire, so that the cause is reported.
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < 5*time.Millisecond {
+			t := time.NewTimer(time.Until(d) + time.Millisecond)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
 		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
 			err = errjoin.Join(err, cause)
 		}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -245,6 +246,36 @@ func (m *memoryBackend) claimRecord(_ context.Context, key, value string, ttl ti
 		return false, nil
 	}
 	m.leases[key] = memLease{value: value, expires: now.Add(ttl)}
+	return true, nil
+}
+
+func (m *memoryBackend) claimRecordWithin(_ context.Context, key, value string, ttl time.Duration, plannedMs, windowMs int64) (verdict, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	if _, ok := m.live(key, now); ok {
+		return verdictTaken, nil
+	}
+	dl := plannedMs + windowMs
+	if now.UnixMilli() > dl {
+		return verdictLate, nil
+	}
+	m.leases[key] = memLease{value: value, expires: now.Add(claimLife(now.UnixMilli(), dl, ttl))}
+	return verdictClaimed, nil
+}
+
+func (m *memoryBackend) setRecordNewer(_ context.Context, key, ordKey, value string, order int64, ttl time.Duration) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	if cur, ok := m.live(ordKey, now); ok {
+		if o, err := strconv.ParseInt(cur.value, 10, 64); err == nil && o > order {
+			return false, nil
+		}
+	}
+	exp := now.Add(ttl)
+	m.leases[key] = memLease{value: value, expires: exp}
+	m.leases[ordKey] = memLease{value: strconv.FormatInt(order, 10), expires: exp}
 	return true, nil
 }
 

@@ -249,7 +249,7 @@ func (r *extendReq) set(v int64, err error) {
 }
 
 func (b *redisBackend) release(ctx context.Context, n names, token string) (bool, error) {
-	return b.releaseNonce(ctx, n, token, releaseNonce())
+	return b.releaseNonce(ctx, n, token, "") // the script makes the nonce
 }
 
 // releaseNonce is release with the nonce its notification carries.
@@ -322,6 +322,33 @@ func (b *redisBackend) getRecord(ctx context.Context, key string) (string, bool,
 
 func (b *redisBackend) claimRecord(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
 	return b.rdb.SetNX(ctx, key, value, ttl).Result()
+}
+
+var (
+	//go:embed scripts/claim_within.lua
+	claimWithinLua string
+	//go:embed scripts/set_newer.lua
+	setNewerLua string
+
+	claimWithinScript = redis.NewScript(claimWithinLua)
+	setNewerScript    = redis.NewScript(setNewerLua)
+)
+
+func (b *redisBackend) claimRecordWithin(ctx context.Context, key, value string, ttl time.Duration, plannedMs, windowMs int64) (verdict, error) {
+	n, err := claimWithinScript.Run(ctx, b.rdb, []string{key}, value, ttl.Milliseconds(), plannedMs, windowMs).Int64()
+	if err != nil {
+		return 0, err
+	}
+	switch v := verdict(n); v {
+	case verdictClaimed, verdictTaken, verdictLate:
+		return v, nil
+	}
+	return 0, fmt.Errorf("core: claim script returned %d", n)
+}
+
+func (b *redisBackend) setRecordNewer(ctx context.Context, key, ordKey, value string, order int64, ttl time.Duration) (bool, error) {
+	n, err := setNewerScript.Run(ctx, b.rdb, []string{key, ordKey}, value, order, ttl.Milliseconds()).Int64()
+	return n == 1, err
 }
 
 func (b *redisBackend) subscribe(ctx context.Context, channel string) error {

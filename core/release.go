@@ -109,12 +109,12 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 	if closed {
 		return fmt.Errorf("%w: %q: Close already gave the lease up", ErrClosed, l.key)
 	}
-	c.wd.remove(l)
+	twins := c.wd.remove(l)
 	l.healMu.Lock() // a heal under way finishes first (it sees released after)
 	l.healMu.Unlock()
 	// Leases of the same token in this Client (re-entered by WithToken)
 	// share the server's lease this release deletes: they are told first.
-	for _, t := range c.wd.twins(l) {
+	for _, t := range twins {
 		t.markLost(lostError(l.key, errors.New("released through another handle of its token")))
 		t.healMu.Lock()
 		t.healMu.Unlock()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 )
@@ -29,10 +28,10 @@ type watchdog struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	h       leaseHeap            // auto-renewed leases waiting for their next renewal
-	live    map[leaseID][]*lease // every lease not yet released (Close, twins by token)
-	armedAt time.Time            // when the loop will look next (zero: idle)
-	kick    chan struct{}        // capacity 1: a lease is due before armedAt
+	h       leaseHeap          // auto-renewed leases waiting for their next renewal
+	live    map[leaseID]*lease // every lease not yet released, twins chained (lease.twin)
+	armedAt time.Time          // when the loop will look next (zero: idle)
+	kick    chan struct{}      // capacity 1: a lease is due before armedAt
 	started bool
 	stopped bool
 	stop    chan struct{}
@@ -50,7 +49,7 @@ const (
 func (w *watchdog) init(c *Client) {
 	w.c = c
 	w.ctx, w.cancel = context.WithCancel(context.Background())
-	w.live = make(map[leaseID][]*lease)
+	w.live = make(map[leaseID]*lease)
 	w.kick = make(chan struct{}, 1)
 	w.stop = make(chan struct{})
 	w.done = make(chan struct{})
@@ -62,33 +61,23 @@ type leaseID struct{ key, token string }
 // add registers a new lease: its deadline timer starts, and an auto-renewed
 // one is scheduled for its first renewal. It reports false after shutdown.
 func (w *watchdog) add(l *lease) bool {
+	l.arm()
 	id := leaseID{l.key, l.token}
 	w.mu.Lock()
 	if w.stopped {
 		w.mu.Unlock()
 		return false
 	}
-	w.live[id] = append(w.live[id], l)
-	w.mu.Unlock()
-	l.arm()
+	l.twin, w.live[id], l.registered = w.live[id], l, true
+	wake := false
 	if l.autoRenew {
-		return w.schedule(l, l.start.Add(l.ttl/3))
+		wake = w.pushLocked(l, l.start.Add(l.ttl/3))
+	}
+	w.mu.Unlock()
+	if wake {
+		w.wake()
 	}
 	return true
-}
-
-// twins returns the other leases of l's key and token in this Client (a
-// re-entry by WithToken): one server lease, which l's release deletes.
-func (w *watchdog) twins(l *lease) []*lease {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []*lease
-	for _, t := range w.live[leaseID{l.key, l.token}] {
-		if t != l {
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 // schedule (re)places l in the heap at due. It reports false after shutdown.
@@ -98,19 +87,30 @@ func (w *watchdog) schedule(l *lease, due time.Time) bool {
 		w.mu.Unlock()
 		return false
 	}
-	if !slices.Contains(w.live[leaseID{l.key, l.token}], l) { // released meanwhile
+	if !l.registered { // released meanwhile
 		w.mu.Unlock()
 		return true
 	}
+	wake := w.pushLocked(l, due)
+	w.mu.Unlock()
+	if wake {
+		w.wake()
+	}
+	return true
+}
+
+// pushLocked (re)places l in the heap at due, with w.mu held, and reports
+// whether the loop must be woken: only if it would otherwise look too late
+// (a loop armed for an earlier time picks this lease up then), which keeps
+// the hot path (acquire, release, acquire...) from waking a goroutine every
+// time.
+func (w *watchdog) pushLocked(l *lease, due time.Time) bool {
 	l.due = due
 	if l.idx >= 0 {
 		heap.Fix(&w.h, l.idx)
 	} else {
 		heap.Push(&w.h, l)
 	}
-	// Wake the loop only if it would otherwise look too late: a loop armed
-	// for an earlier time picks this lease up then. This keeps the hot path
-	// (acquire, release, acquire...) from waking a goroutine every time.
 	wake := w.armedAt.IsZero() || due.Before(w.armedAt)
 	if wake {
 		w.armedAt = due
@@ -119,14 +119,14 @@ func (w *watchdog) schedule(l *lease, due time.Time) bool {
 		w.started = true
 		go w.run()
 	}
-	w.mu.Unlock()
-	if wake {
-		select {
-		case w.kick <- struct{}{}:
-		default:
-		}
+	return wake
+}
+
+func (w *watchdog) wake() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
 	}
-	return true
 }
 
 // scheduleIdle schedules an auto-renewed lease that has no renewal under
@@ -163,19 +163,36 @@ func (w *watchdog) goCounted(f func()) bool {
 	return true
 }
 
-// remove forgets a released lease.
-func (w *watchdog) remove(l *lease) {
-	w.mu.Lock()
+// remove forgets a released lease and returns its twins: the other
+// leases of its key and token in this Client (re-entered by WithToken),
+// which share the server's lease its release deletes.
+func (w *watchdog) remove(l *lease) (twins []*lease) {
 	id := leaseID{l.key, l.token}
-	if ls := slices.DeleteFunc(w.live[id], func(t *lease) bool { return t == l }); len(ls) > 0 {
-		w.live[id] = ls
-	} else {
-		delete(w.live, id)
+	w.mu.Lock()
+	if l.registered {
+		var prev *lease
+		for t := w.live[id]; t != nil; t = t.twin {
+			if t != l {
+				twins = append(twins, t)
+				prev = t
+				continue
+			}
+			switch {
+			case prev != nil:
+				prev.twin = l.twin
+			case l.twin != nil:
+				w.live[id] = l.twin
+			default:
+				delete(w.live, id)
+			}
+		}
+		l.registered, l.twin = false, nil
 	}
 	if l.idx >= 0 {
 		heap.Remove(&w.h, l.idx)
 	}
 	w.mu.Unlock()
+	return twins
 }
 
 // shutdown stops the loop, cancels the renewal calls and returns every
@@ -185,8 +202,8 @@ func (w *watchdog) shutdown() []*lease {
 	w.stopped = true
 	started := w.started
 	kept := make([]*lease, 0, len(w.live))
-	for _, ls := range w.live {
-		for _, l := range ls {
+	for _, head := range w.live {
+		for l := head; l != nil; l = l.twin {
 			kept = append(kept, l)
 			l.idx = -1
 		}

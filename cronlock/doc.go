@@ -40,6 +40,16 @@
 // This is where lock-per-job designs (gocron's Locker, ShedLock without
 // lockAtLeastFor) run a tick twice.
 //
+// A claim is judged on arrival by Redis's clock, inside the claim script:
+// one that reaches Redis after the tick's window — until the next planned
+// fire time — is refused (SkipLate), and a claim in time lives at least
+// until the window ends. So a claim held up past its tick's claim TTL — a
+// stalled node, network link or Redis — can never find the tick's claim
+// expired and run the tick again: every tick runs on one node at most,
+// whatever the delays. Nodes whose clocks lag by less than an interval
+// still get their ticks; a tick whose every claim arrives late runs on no
+// node.
+//
 // A second lock, the running lease "cron:<name>:running", is held while the
 // job runs and renewed by the core watchdog. A tick that arrives while a
 // previous run still holds it is skipped (default) or waits until the next
@@ -72,7 +82,9 @@
 //
 // Ticks that no node fires — every node down, or every node's process
 // stalled through the tick — are not run later: robfig/cron does not catch
-// up, and neither does this. A Redis that loses its data (restart without
+// up, and neither does this; nor are ticks whose claims all reached Redis
+// after their window (SkipLate). A Redis whose clock jumps back may accept
+// a late claim. A Redis that loses its data (restart without
 // persistence, failover to a replica that missed the write) forgets the
 // claims of recent ticks, so a node with a lagging clock may run such a
 // tick again; use the Tick's Fence for writes that must not repeat. Nodes

@@ -107,10 +107,15 @@ func (l *Locker) AddFunc(c *cron.Cron, spec, name string, fn func(ctx context.Co
 //     (see Aligned; "@every d" uses the epoch-aligned interval index), not
 //     from when Run happened to be called;
 //  2. claims the tick: a set-if-absent record "cron:<name>:<planned unix>"
-//     (one SET NX), whose TTL — counted by Redis — runs until the next fire
-//     time plus the min hold (WithMinHold). The claim is never released, so
-//     a fast job on a node whose clock runs ahead cannot let a node whose
-//     clock lags run the same tick again. A node that loses the claim skips;
+//     (one script), whose TTL — counted by Redis — runs until the next fire
+//     time plus the min hold (WithMinHold), and at least until the end of
+//     the tick's window. The claim is never released, so a fast job on a
+//     node whose clock runs ahead cannot let a node whose clock lags run the
+//     same tick again. A node that loses the claim skips (SkipClaimed). The
+//     window is the time from the planned fire time to the next one, judged
+//     by Redis's clock: a claim that reaches Redis later — the node, its link
+//     or Redis stalled — is refused and the node skips (SkipLate), so a tick
+//     runs on one node at most whatever the delays;
 //  3. takes the running lease "cron:<name>:running", renewed by the core
 //     watchdog, so that a tick arriving while the previous run still runs
 //     is skipped or waits (WithOverlap);

@@ -78,9 +78,14 @@ const (
 	// Redis unreachable (and the Locker fails closed) or an invalid lock
 	// setting. TickResult.Err says which.
 	SkipError
+	// SkipLate: the claim reached Redis after the tick's window — the
+	// next fire time, by Redis's clock — because the node, its link or
+	// Redis stalled. Redis refused it so that a late node cannot run a
+	// tick another node already ran; no node may run the tick.
+	SkipLate
 )
 
-// String returns "", "claimed", "running", "closed", "error", or
+// String returns "", "claimed", "running", "closed", "error", "late", or
 // "SkipReason(n)".
 func (r SkipReason) String() string {
 	switch r {
@@ -94,6 +99,8 @@ func (r SkipReason) String() string {
 		return "closed"
 	case SkipError:
 		return "error"
+	case SkipLate:
+		return "late"
 	}
 	return "SkipReason(" + strconv.Itoa(int(r)) + ")"
 }
@@ -104,10 +111,10 @@ type TickResult struct {
 	Outcome Outcome
 	// Skip says why, for OutcomeSkipped; SkipNone otherwise.
 	Skip SkipReason
-	// Err is nil for OutcomeRan and for a skip by contention (SkipClaimed,
-	// SkipRunning). It is the job's error for OutcomeFailed, an error
-	// matching core.ErrLost for OutcomeLost, and the locking error for
-	// SkipError and SkipClosed.
+	// Err is nil for OutcomeRan, for a skip by contention (SkipClaimed,
+	// SkipRunning) and for SkipLate. It is the job's error for
+	// OutcomeFailed, an error matching core.ErrLost for OutcomeLost, and
+	// the locking error for SkipError and SkipClosed.
 	Err error
 	// Fence is the running lease's fence; 0 when the job did not run
 	// under the lock.

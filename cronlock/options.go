@@ -171,7 +171,10 @@ func WithSeconds() Option {
 // lockAtLeastFor, measured where it cannot drift. The default is one more
 // interval (next − planned), so the claim outlives any run of the same tick
 // by a node whose clock lags by less than an interval. Zero keeps the claim
-// exactly until the next fire; negative values are invalid.
+// exactly until the next fire; negative values are invalid. Whatever the
+// min hold, a claim lives at least until the end of its tick's window (the
+// next fire time by Redis's clock), after which claims of the tick are
+// refused as late (SkipLate).
 func WithMinHold(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d < 0 {

@@ -40,7 +40,9 @@ const lastRunRetention = 30 * 24 * time.Hour
 // LastRun returns the record of the job's latest run on any node: its
 // start is written when the job function is called (Running true) and
 // replaced by the outcome when it returns, before the running lease is
-// released. It returns ErrNoRun when there is none (never ran, or not in
+// released. A record is written only if no run of a later tick (by
+// planned time) has recorded, so LastRun never goes back to an older tick
+// — not even when a run that lost its lease ends after the next run began. It returns ErrNoRun when there is none (never ran, or not in
 // the last 30 days or three intervals, whichever is longer).
 func (l *Locker) LastRun(ctx context.Context, name string) (Run, error) {
 	if l.err != nil {
@@ -63,7 +65,10 @@ func (l *Locker) LastRun(ctx context.Context, name string) (Run, error) {
 	return r, nil
 }
 
-// record stores r as the job's last run.
+// record stores r as the job's last run, unless a later tick has recorded
+// since: the record is ordered by r.Planned (unix ms), compared and written
+// in one step on Redis, so the late end of a run that lost its lease can
+// never replace the record of a newer run.
 func (j *job) record(ctx context.Context, r Run, interval time.Duration) {
 	b, err := json.Marshal(r)
 	if err != nil { // cannot happen: plain fields
@@ -76,7 +81,11 @@ func (j *job) record(ctx context.Context, r Run, interval time.Duration) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	if err := j.l.store.Set(ctx, j.lastKey, string(b), ttl); err != nil {
+	stored, err := j.l.store.SetIfNewer(ctx, j.lastKey, string(b), r.Planned.UnixMilli(), ttl)
+	switch {
+	case err != nil:
 		j.l.cfg.logger.Error(err, "cannot record run", "job", j.name, "planned", r.Planned, "node", j.l.cfg.node)
+	case !stored:
+		j.l.cfg.logger.Info("run not recorded: a later tick has recorded", "job", j.name, "planned", r.Planned, "node", j.l.cfg.node)
 	}
 }

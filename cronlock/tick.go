@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/records"
 )
 
 // A Tick tells a job function which tick it serves.
@@ -55,9 +56,13 @@ func (j *job) tick(planned, next time.Time) {
 	if claimTTL < time.Second {
 		claimTTL = time.Second
 	}
+	window := interval // a claim arriving after the next fire time is late
+	if window <= 0 {
+		window = claimTTL // a last tick
+	}
 
 	locked := true
-	ok, err := j.claim(ctx, j.claimKey(planned), claimTTL)
+	v, err := j.claim(ctx, j.claimKey(planned), claimTTL, planned, window)
 	switch {
 	case err != nil:
 		if !j.degrade(err, "claim", kv) {
@@ -65,13 +70,18 @@ func (j *job) tick(planned, next time.Time) {
 			return
 		}
 		locked = false
-	case !ok:
+	case v == records.Taken:
 		res.Skip = SkipClaimed
 		l.cfg.logger.Info("skip", with(kv, "reason", "tick claimed by another run")...)
+		return
+	case v == records.Late:
+		res.Skip = SkipLate
+		l.cfg.logger.Info("skip", with(kv, "reason", "claim reached Redis after the tick's window (next fire time)", "window", window)...)
 		return
 	}
 	var lease *core.Lock
 	if locked {
+		var ok bool
 		lease, ok, err = j.acquireRunning(ctx, planned, next)
 		switch {
 		case err != nil:
@@ -107,18 +117,23 @@ func (l *Locker) minHold(interval time.Duration) time.Duration {
 	return 24 * time.Hour // a last tick: keep its claim a day
 }
 
-// claim takes the tick: one SET NX with a TTL counted by Redis, never
-// released, carrying this node's ID. ok is false when another node has it.
-// A claim is not a lock: it needs no fence and no renewal, and survives the
-// node's shutdown.
-func (j *job) claim(ctx context.Context, key string, ttl time.Duration) (ok bool, err error) {
+// claim takes the tick: one set-if-absent script carrying this node's ID,
+// never released, judged by Redis's clock. It answers records.Taken when
+// another run has the tick, and records.Late — storing nothing — when it
+// reaches Redis after planned + window, however long it was delayed on the
+// way (a stalled link, a stalled Redis). A claim in time lives ttl, counted
+// by Redis, and at least until planned + window, so every claim of the tick
+// that is not late finds it: one claim per tick succeeds, whatever the
+// delays. A claim is not a lock: it needs no fence and no renewal, and
+// survives the node's shutdown.
+func (j *job) claim(ctx context.Context, key string, ttl time.Duration, planned time.Time, window time.Duration) (records.Verdict, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	ok, err = j.l.store.Claim(ctx, key, j.l.cfg.node, ttl)
+	v, err := j.l.store.ClaimWithin(ctx, key, j.l.cfg.node, ttl, planned, window)
 	if err != nil {
-		return false, fmt.Errorf("cronlock: claim tick: %w", err)
+		return 0, fmt.Errorf("cronlock: claim tick: %w", err)
 	}
-	return ok, nil
+	return v, nil
 }
 
 // acquireRunning takes the running lease: at once (OverlapSkip) or waiting

@@ -8,7 +8,7 @@
 -- KEYS[1] lease (also the notification channel)  KEYS[2] fence counter
 -- KEYS[3] queue  KEYS[4] queue deadlines
 -- ARGV[1] token  ARGV[2] claim window ms  ARGV[3] fence retention ms
--- ARGV[4] release nonce
+-- ARGV[4] release nonce ('' : this script makes one)
 -- Returns 1 released, 0 not held.
 if not owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   leave_queue(KEYS[3], KEYS[4], ARGV[1])
@@ -26,5 +26,9 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
     return 1
   end
 end
-redis.call('PUBLISH', KEYS[1], 'r:' .. ARGV[4])
+-- The nonce: Redlock's, the same on every node; else the fence counter,
+-- which differs between any two acquisitions (hence releases) of the key.
+local nonce = ARGV[4]
+if nonce == '' then nonce = ARGV[1] .. ':' .. (redis.call('GET', KEYS[2]) or '') end
+redis.call('PUBLISH', KEYS[1], 'r:' .. nonce)
 return 1
