@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/latchkey/latchkey/internal/errjoin"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -521,7 +522,7 @@ func (b *redlockBackend) subscribe(ctx context.Context, channel string) error {
 		}
 	}
 	if len(errs) == len(b.nodes) {
-		return errors.Join(errs...)
+		return errjoin.Join(errs...)
 	}
 	return nil
 }

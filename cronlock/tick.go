@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/errjoin"
 	"github.com/latchkey/latchkey/internal/records"
 )
 
@@ -229,12 +230,12 @@ func (j *job) execute(tickCtx context.Context, planned time.Time, interval time.
 		if lost := lease.Err(); lost != nil {
 			res.Outcome = OutcomeLost
 			if !errors.Is(err, core.ErrLost) {
-				err = errors.Join(err, lost)
+				err = errjoin.Join(err, lost)
 			}
 		}
 	}
 	if cause := context.Cause(ctx); err != nil && errors.Is(cause, ErrMaxHold) && !errors.Is(err, ErrMaxHold) {
-		err = errors.Join(err, cause)
+		err = errjoin.Join(err, cause)
 	}
 	run.Running = false
 	if err != nil {
