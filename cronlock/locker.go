@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/latchkey/latchkey/core"
@@ -87,6 +88,9 @@ func (l *Locker) AddFunc(c *cron.Cron, spec, name string, fn func(ctx context.Co
 	}
 	sched, err := l.cfg.parser.Parse(spec)
 	if err != nil {
+		if hint := parseHint(spec, l.cfg.parser); hint != "" {
+			return 0, fmt.Errorf("%w: %q: %w (%s)", ErrInvalidSchedule, spec, err, hint)
+		}
 		return 0, fmt.Errorf("%w: %q: %w", ErrInvalidSchedule, spec, err)
 	}
 	j, err := l.newJob(name, sched, fn, c.Location())
@@ -199,4 +203,24 @@ func validName(name string) error {
 		return fmt.Errorf("%w: %q: %s", ErrInvalidName, name, why)
 	}
 	return nil
+}
+
+// parseHint says what to change when a spec has one field too many or too
+// few for the parser in use, the common mix-up with cron.WithSeconds.
+func parseHint(spec string, p cron.ScheduleParser) string {
+	if strings.HasPrefix(strings.TrimSpace(spec), "@") {
+		return ""
+	}
+	fields := len(strings.Fields(spec))
+	switch {
+	case fields == 6 && p == standardParser:
+		if _, err := secondsParser.Parse(spec); err == nil {
+			return "the schedule has 6 fields, seconds first: use cronlock.WithSeconds(), as with cron.WithSeconds()"
+		}
+	case fields == 5 && p == secondsParser:
+		if _, err := standardParser.Parse(spec); err == nil {
+			return "the schedule has 5 fields but cronlock.WithSeconds() expects 6: drop WithSeconds or add a seconds field"
+		}
+	}
+	return ""
 }

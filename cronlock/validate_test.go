@@ -160,3 +160,23 @@ func TestPlanBrokenSchedule(t *testing.T) {
 		t.Fatalf("log: %s", logs)
 	}
 }
+
+// A six-field spec without WithSeconds (or five with it) says what to do.
+func TestScheduleFieldsHint(t *testing.T) {
+	for _, tc := range []struct {
+		spec string
+		opts []cronlock.Option
+		want string
+	}{
+		{"*/5 * * * * *", nil, "use cronlock.WithSeconds()"},
+		{"*/5 * * * *", []cronlock.Option{cronlock.WithSeconds()}, "expects 6"},
+	} {
+		locks := core.NewMemory()
+		l := cronlock.New(locks, tc.opts...)
+		_, err := l.AddFunc(cron.New(), "hint", tc.spec, noop)
+		if !errors.Is(err, cronlock.ErrInvalidSchedule) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("AddFunc(%q): %v, want ErrInvalidSchedule saying %q", tc.spec, err, tc.want)
+		}
+		locks.Close()
+	}
+}
