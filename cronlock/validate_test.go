@@ -173,7 +173,7 @@ func TestScheduleFieldsHint(t *testing.T) {
 	} {
 		locks := core.NewMemory()
 		l := cronlock.New(locks, tc.opts...)
-		_, err := l.AddFunc(cron.New(), "hint", tc.spec, noop)
+		_, err := l.AddFunc(cron.New(), tc.spec, "hint", noop)
 		if !errors.Is(err, cronlock.ErrInvalidSchedule) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("AddFunc(%q): %v, want ErrInvalidSchedule saying %q", tc.spec, err, tc.want)
 		}
