@@ -93,7 +93,7 @@ type backend interface {
 	unsubscribe(channels ...string)
 	close()
 
-	// records, for internal/records
+	// records, for Client.Records
 	setRecord(ctx context.Context, key, value string, ttl time.Duration) error
 	getRecord(ctx context.Context, key string) (string, bool, error)
 	claimRecord(ctx context.Context, key, value string, ttl time.Duration) (bool, error)

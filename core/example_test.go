@@ -194,3 +194,21 @@ func ExampleFenceFromContext() {
 	// 1 true
 	// false
 }
+
+// This example claims one tick of a scheduled job: the first claim of the
+// tick wins, any later one is told it was taken, and a claim that arrives
+// after the tick's window is refused as late.
+func ExampleClient_Records() {
+	locks := core.NewMemory()
+	defer locks.Close()
+	ctx := context.Background()
+	recs := locks.Records()
+
+	planned := time.Now().Truncate(time.Minute)
+	v1, _ := recs.ClaimWithin(ctx, "report:"+planned.Format("15:04"), "node-a", time.Minute, planned, time.Minute)
+	v2, _ := recs.ClaimWithin(ctx, "report:"+planned.Format("15:04"), "node-b", time.Minute, planned, time.Minute)
+	old := planned.Add(-time.Hour)
+	v3, _ := recs.ClaimWithin(ctx, "report:"+old.Format("15:04"), "node-c", time.Minute, old, time.Minute)
+	fmt.Println(v1, v2, v3)
+	// Output: claimed taken late
+}

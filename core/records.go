@@ -3,61 +3,112 @@ package core
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
-
-	"github.com/latchkey/latchkey/internal/records"
 )
 
-func init() {
-	records.Of = func(client any) records.Store {
-		c, ok := client.(*Client)
-		if !ok || c == nil {
-			return nil
-		}
-		return recordStore{c}
+// Records returns the Client's record store: short records kept beside the
+// locks, on the same backend (Redis, Redlock or memory) and under the same
+// key rule and prefix ("<prefix>:{<key>}:rec" on Redis). It is the
+// capability adapters build on when a lease is not the right shape: cronlock
+// keeps its one-shot tick claims and its run records here. A record is not
+// a lease: it has no token, no fence and no renewal; it expires with its
+// TTL. A backend provides it with the record methods of its interface.
+func (c *Client) Records() *Records { return &Records{c} }
+
+// Records is a Client's record store; see Client.Records. Its methods are
+// safe for concurrent use. Keys follow the lock key rule (ErrInvalidKey);
+// TTLs are at least a millisecond (ErrInvalidTTL); a backend failure is
+// ErrUnavailable with the backend's error.
+type Records struct{ c *Client }
+
+// A ClaimVerdict is the answer of Records.ClaimWithin.
+type ClaimVerdict uint8
+
+// The verdicts of Records.ClaimWithin.
+const (
+	// Claimed: the claim is stored and ours.
+	Claimed ClaimVerdict = iota + 1
+	// ClaimTaken: the key already held a claim (on Redlock: no majority
+	// claimed, and more nodes held a claim than found it late).
+	ClaimTaken
+	// ClaimLate: the key held nothing but the claim arrived after planned
+	// + window by the store's clock; nothing was stored.
+	ClaimLate
+)
+
+// String returns "claimed", "taken", "late" or "ClaimVerdict(n)".
+func (v ClaimVerdict) String() string {
+	switch v {
+	case Claimed:
+		return "claimed"
+	case ClaimTaken:
+		return "taken"
+	case ClaimLate:
+		return "late"
 	}
+	return "ClaimVerdict(" + strconv.Itoa(int(v)) + ")"
 }
 
-// recordStore adapts a Client's backend to records.Store.
-type recordStore struct{ c *Client }
-
-func (r recordStore) check(key string) error {
+func (r *Records) check(key string) error {
 	if r.c.cfg.err != nil {
 		return r.c.cfg.err
 	}
 	return validKey(key)
 }
 
-func (r recordStore) Set(ctx context.Context, key, value string, ttl time.Duration) error {
+// Set stores value under key for ttl.
+func (r *Records) Set(ctx context.Context, key, value string, ttl time.Duration) error {
 	if err := r.check(key); err != nil {
 		return err
 	}
 	if ttl < time.Millisecond {
 		return fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
 	}
-	return r.c.be.setRecord(ctx, r.c.names(key).lease+":rec", value, ttl)
+	return unavailable("set record", key, r.c.be.setRecord(ctx, r.c.names(key).lease+":rec", value, ttl))
 }
 
-func (r recordStore) Get(ctx context.Context, key string) (string, bool, error) {
+// Get returns the value under key; ok is false when there is none.
+func (r *Records) Get(ctx context.Context, key string) (string, bool, error) {
 	if err := r.check(key); err != nil {
 		return "", false, err
 	}
-	return r.c.be.getRecord(ctx, r.c.names(key).lease+":rec")
+	v, ok, err := r.c.be.getRecord(ctx, r.c.names(key).lease+":rec")
+	return v, ok, unavailable("get record", key, err)
 }
 
-func (r recordStore) Claim(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+// Claim stores value under key for ttl only if key holds nothing, and
+// reports whether it did: a one-shot claim that is never released, expires
+// by itself, and carries no fence. On Redlock a claim needs a majority of
+// nodes.
+func (r *Records) Claim(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
 	if err := r.check(key); err != nil {
 		return false, err
 	}
 	if ttl < time.Millisecond {
 		return false, fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
 	}
-	return r.c.be.claimRecord(ctx, r.c.names(key).lease+":rec", value, ttl)
+	ok, err := r.c.be.claimRecord(ctx, r.c.names(key).lease+":rec", value, ttl)
+	return ok, unavailable("claim record", key, err)
 }
 
-// ClaimWithin implements records.Store: a claim refused when it arrives
-// after planned + window by the store's clock.
-func (r recordStore) ClaimWithin(ctx context.Context, key, value string, ttl time.Duration, planned time.Time, window time.Duration) (records.Verdict, error) {
+// ClaimWithin is Claim for a claim that serves one instant, planned (a cron
+// tick), and must be refused when it arrives too late. It returns
+// ClaimTaken when key already holds a claim; otherwise ClaimLate, storing
+// nothing, when the store's clock has passed planned + window; otherwise it
+// stores value and returns Claimed. The clock is the store's, never the
+// caller's: Redis TIME inside the claim script (on Redlock each node judges
+// by its own TIME, and a claim needs a majority of nodes, as Claim does),
+// the local clock in memory.
+//
+// A claim lives for ttl or until planned + window by the store's clock,
+// whichever ends later. So every claim of key that arrives by planned +
+// window finds an earlier one, and every claim that arrives after it is
+// refused: at most one claim of key ever succeeds, however long a claim was
+// delayed on the way — as long as the store keeps its data and its clock
+// does not go back. Planned and window are taken to the millisecond; a
+// negative window is ErrInvalidTTL.
+func (r *Records) ClaimWithin(ctx context.Context, key, value string, ttl time.Duration, planned time.Time, window time.Duration) (ClaimVerdict, error) {
 	if err := r.check(key); err != nil {
 		return 0, err
 	}
@@ -67,13 +118,20 @@ func (r recordStore) ClaimWithin(ctx context.Context, key, value string, ttl tim
 	if window < 0 {
 		return 0, fmt.Errorf("%w: negative claim window %v", ErrInvalidTTL, window)
 	}
-	return r.c.be.claimRecordWithin(ctx, r.c.names(key).lease+":rec", value, ttl, planned.UnixMilli(), window.Milliseconds())
+	v, err := r.c.be.claimRecordWithin(ctx, r.c.names(key).lease+":rec", value, ttl, planned.UnixMilli(), window.Milliseconds())
+	return v, unavailable("claim record", key, err)
 }
 
-// SetIfNewer implements records.Store: the record's order is kept in a
-// sibling key ("<record>:ord"; same hash tag, same TTL), compared and
-// written with the record in one atomic step.
-func (r recordStore) SetIfNewer(ctx context.Context, key, value string, order int64, ttl time.Duration) (bool, error) {
+// SetIfNewer stores value under key for ttl, like Set, unless key holds a
+// record stored by SetIfNewer with a greater order (a later tick's planned
+// time, say); it reports whether it stored. The order is kept in a sibling
+// key ("<record>:ord"; same hash tag, same TTL) and compared and written
+// with the record in one atomic step. Equal orders replace each other; a
+// record stored by Set counts as older than any order; orders compare
+// exactly within ±2^53. On Redlock each node decides for itself, and
+// stored is true when a majority stored. Do not mix Set and SetIfNewer on
+// one key.
+func (r *Records) SetIfNewer(ctx context.Context, key, value string, order int64, ttl time.Duration) (bool, error) {
 	if err := r.check(key); err != nil {
 		return false, err
 	}
@@ -81,7 +139,8 @@ func (r recordStore) SetIfNewer(ctx context.Context, key, value string, order in
 		return false, fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
 	}
 	rec := r.c.names(key).lease + ":rec"
-	return r.c.be.setRecordNewer(ctx, rec, rec+":ord", value, order, ttl)
+	ok, err := r.c.be.setRecordNewer(ctx, rec, rec+":ord", value, order, ttl)
+	return ok, unavailable("set record", key, err)
 }
 
 // claimLife is how long a claim made at nowMs (unix ms) for ttl with the
@@ -92,13 +151,20 @@ func claimLife(nowMs, dlMs int64, ttl time.Duration) time.Duration {
 	return max(ttl, time.Duration(dlMs-nowMs+1)*time.Millisecond)
 }
 
-// verdict is records.Verdict, named here so that the backends need not
-// import internal/records.
-type verdict = records.Verdict
+// verdict names ClaimVerdict for the backends.
+type verdict = ClaimVerdict
 
 // The verdicts of claimRecordWithin.
 const (
-	verdictClaimed = records.Claimed
-	verdictTaken   = records.Taken
-	verdictLate    = records.Late
+	verdictClaimed = Claimed
+	verdictTaken   = ClaimTaken
+	verdictLate    = ClaimLate
 )
+
+// unavailable wraps a backend failure of a record operation.
+func unavailable(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %q: %w", ErrUnavailable, op, key, err)
+}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/latchkey/latchkey/core"
-	"github.com/latchkey/latchkey/internal/records"
 	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -41,7 +40,7 @@ func TestRecords(t *testing.T) {
 			c := newClient(t)
 			defer c.Close()
 			ctx := context.Background()
-			store := records.Of(c)
+			store := c.Records()
 			if store == nil {
 				t.Fatal("no record store for a *core.Client")
 			}
@@ -71,9 +70,6 @@ func TestRecords(t *testing.T) {
 			}
 		})
 	}
-	if records.Of("not a client") != nil {
-		t.Fatal("record store for a non-client")
-	}
 }
 
 // TestRecordClaimWithin: a claim is refused as late, distinctly from
@@ -86,10 +82,10 @@ func TestRecordClaimWithin(t *testing.T) {
 			c := newClient(t)
 			defer c.Close()
 			ctx := context.Background()
-			store := records.Of(c)
+			store := c.Records()
 			now := time.Now()
 
-			if v, err := store.ClaimWithin(ctx, "late", "a", time.Minute, now.Add(-2*time.Second), time.Second); v != records.Late || err != nil {
+			if v, err := store.ClaimWithin(ctx, "late", "a", time.Minute, now.Add(-2*time.Second), time.Second); v != core.ClaimLate || err != nil {
 				t.Fatalf("claim 2 s after its instant, window 1 s: %v %v, want late", v, err)
 			}
 			if _, ok, err := store.Get(ctx, "late"); ok || err != nil {
@@ -97,18 +93,18 @@ func TestRecordClaimWithin(t *testing.T) {
 			}
 
 			// A TTL far shorter than the window: the claim still covers it.
-			if v, err := store.ClaimWithin(ctx, "tick", "a", 10*time.Millisecond, now, 500*time.Millisecond); v != records.Claimed || err != nil {
+			if v, err := store.ClaimWithin(ctx, "tick", "a", 10*time.Millisecond, now, 500*time.Millisecond); v != core.Claimed || err != nil {
 				t.Fatalf("first claim: %v %v", v, err)
 			}
 			time.Sleep(150 * time.Millisecond)
-			if v, err := store.ClaimWithin(ctx, "tick", "b", 10*time.Millisecond, now, 500*time.Millisecond); v != records.Taken || err != nil {
+			if v, err := store.ClaimWithin(ctx, "tick", "b", 10*time.Millisecond, now, 500*time.Millisecond); v != core.ClaimTaken || err != nil {
 				t.Fatalf("claim within the window after the TTL: %v %v, want taken", v, err)
 			}
 			if got, _, _ := store.Get(ctx, "tick"); got != "a" {
 				t.Fatalf("claim holds %q, want a", got)
 			}
 			time.Sleep(time.Until(now.Add(700 * time.Millisecond)))
-			if v, err := store.ClaimWithin(ctx, "tick", "c", time.Minute, now, 500*time.Millisecond); v != records.Late || err != nil {
+			if v, err := store.ClaimWithin(ctx, "tick", "c", time.Minute, now, 500*time.Millisecond); v != core.ClaimLate || err != nil {
 				t.Fatalf("claim after the window: %v %v, want late", v, err)
 			}
 
@@ -129,11 +125,11 @@ func TestRecordClaimWithinRedlockClocks(t *testing.T) {
 	tests := []struct {
 		name   string
 		clocks []time.Duration // each node's TIME, after planned
-		want   records.Verdict
+		want   core.ClaimVerdict
 	}{
-		{"all-in-time", []time.Duration{0, 0, 0}, records.Claimed},
-		{"one-node-late", []time.Duration{0, 0, 5 * time.Second}, records.Claimed},
-		{"two-nodes-late", []time.Duration{0, 5 * time.Second, 5 * time.Second}, records.Late},
+		{"all-in-time", []time.Duration{0, 0, 0}, core.Claimed},
+		{"one-node-late", []time.Duration{0, 0, 5 * time.Second}, core.Claimed},
+		{"two-nodes-late", []time.Duration{0, 5 * time.Second, 5 * time.Second}, core.ClaimLate},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,20 +141,20 @@ func TestRecordClaimWithinRedlockClocks(t *testing.T) {
 			}
 			c := core.NewRedlock(nodes)
 			defer c.Close()
-			store := records.Of(c)
+			store := c.Records()
 			ctx := context.Background()
 			v, err := store.ClaimWithin(ctx, "tick", "a", time.Minute, planned, time.Second)
 			if v != tt.want || err != nil {
 				t.Fatalf("claim: %v %v, want %v", v, err, tt.want)
 			}
-			if v == records.Claimed {
-				if v, err := store.ClaimWithin(ctx, "tick", "b", time.Minute, planned, time.Second); v != records.Taken || err != nil {
+			if v == core.Claimed {
+				if v, err := store.ClaimWithin(ctx, "tick", "b", time.Minute, planned, time.Second); v != core.ClaimTaken || err != nil {
 					t.Fatalf("second claim: %v %v, want taken", v, err)
 				}
 			}
 			for i, rdb := range nodes { // a refused claim leaves nothing behind
 				n, _ := rdb.(*redis.Client).DBSize(ctx).Result()
-				if tt.want == records.Late && n != 0 {
+				if tt.want == core.ClaimLate && n != 0 {
 					t.Errorf("node %d holds %d keys after a late claim", i, n)
 				}
 			}
@@ -175,7 +171,7 @@ func TestRecordSetIfNewer(t *testing.T) {
 			c := newClient(t)
 			defer c.Close()
 			ctx := context.Background()
-			store := records.Of(c)
+			store := c.Records()
 			steps := []struct {
 				value  string
 				order  int64

@@ -9,7 +9,6 @@ import (
 
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/internal/nilness"
-	"github.com/latchkey/latchkey/internal/records"
 	"github.com/robfig/cron/v3"
 )
 
@@ -32,7 +31,7 @@ import (
 // node. Stop the cron first: ctx := c.Stop(); client.Close(); <-ctx.Done().
 type Locker struct {
 	client *core.Client
-	store  records.Store
+	store  *core.Records
 	cfg    config
 	err    error // the first invalid option, or ErrNilClient
 }
@@ -52,7 +51,7 @@ func New(client *core.Client, opts ...Option) *Locker {
 	case l.cfg.err != nil:
 		l.err = l.cfg.err
 	default:
-		l.store = records.Of(client)
+		l.store = client.Records()
 	}
 	return l
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/internal/errjoin"
-	"github.com/latchkey/latchkey/internal/records"
 )
 
 // A Tick tells a job function which tick it serves.
@@ -71,11 +70,11 @@ func (j *job) tick(planned, next time.Time) {
 			return
 		}
 		locked = false
-	case v == records.Taken:
+	case v == core.ClaimTaken:
 		res.Skip = SkipClaimed
 		l.cfg.logger.Info("skip", with(kv, "reason", "tick claimed by another run")...)
 		return
-	case v == records.Late:
+	case v == core.ClaimLate:
 		res.Skip = SkipLate
 		l.cfg.logger.Info("skip", with(kv, "reason", "claim reached Redis after the tick's window (next fire time)", "window", window)...)
 		return
@@ -119,15 +118,15 @@ func (l *Locker) minHold(interval time.Duration) time.Duration {
 }
 
 // claim takes the tick: one set-if-absent script carrying this node's ID,
-// never released, judged by Redis's clock. It answers records.Taken when
-// another run has the tick, and records.Late — storing nothing — when it
+// never released, judged by Redis's clock. It answers core.ClaimTaken when
+// another run has the tick, and core.ClaimLate — storing nothing — when it
 // reaches Redis after planned + window, however long it was delayed on the
 // way (a stalled link, a stalled Redis). A claim in time lives ttl, counted
 // by Redis, and at least until planned + window, so every claim of the tick
 // that is not late finds it: one claim per tick succeeds, whatever the
 // delays. A claim is not a lock: it needs no fence and no renewal, and
 // survives the node's shutdown.
-func (j *job) claim(ctx context.Context, key string, ttl time.Duration, planned time.Time, window time.Duration) (records.Verdict, error) {
+func (j *job) claim(ctx context.Context, key string, ttl time.Duration, planned time.Time, window time.Duration) (core.ClaimVerdict, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	v, err := j.l.store.ClaimWithin(ctx, key, j.l.cfg.node, ttl, planned, window)
