@@ -16,14 +16,18 @@ import (
 func (g *Guard) deductAtomic(ctx context.Context, items []item) error {
 	if len(items) == 1 {
 		it := items[0]
-		var n int64
+		var (
+			n    int64
+			live bool
+		)
 		err := g.retry(ctx, func() error {
 			var err error
+			live = ctx.Err() == nil
 			n, err = g.exec(ctx, g.db, g.q.updAtomic, it.qty, it.sku, it.qty)
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("dbguard: deduct %q: %w", it.sku, err)
+			return deductError(g.db, live, it.sku, err)
 		}
 		if n == 1 {
 			return nil

@@ -50,6 +50,32 @@
 // anyway (deadlock victim, serialization failure, SQLite busy) are run
 // again, at most WithRetries times.
 //
+// # When the answer is lost
+//
+// A connection can break after the database committed a deduction and
+// before its answer came back: a killed session, a failover, a reset, a
+// context that ended mid-statement. Reporting that as a failure would
+// invite a retry that takes the units twice, so a Guard does not. Under
+// Locked the SKU's lock is still held, and the row's fence says whether
+// the write committed (it holds the lock's fence only if it did; if not,
+// the Guard stores that fence first, so that a write still running on the
+// server can no longer apply): the call returns nil or the real failure,
+// and Stats.Settled counts it. Otherwise — the other strategies, or a
+// Locked deduction whose database stays out of reach for that read — the
+// call returns ErrOutcomeUnknown (Stats.OutcomeUnknown,
+// OutcomeUnknown to the Observer), wrapping the driver's error. An error
+// raised before the statement was sent is an ordinary failure.
+//
+// Pair every deduction with the order's idempotency key: record the order
+// under its key before deducting, then mark it paid on nil or failed on
+// an ordinary error. On ErrOutcomeUnknown mark it pending instead, and do
+// not deduct for it again: a client retrying with the same key meets the
+// pending order, not a second deduction. Settle pending orders out of
+// band: the units that left the table, less those of paid orders, are
+// what the pending ones took. Under Locked they are rare: the database
+// must stay out of reach for the fence read, or the lease lapse and a
+// later holder write first.
+//
 // # The table
 //
 // Migrate creates it; so can your own migration. In PostgreSQL (names

@@ -14,6 +14,7 @@ import (
 // ErrBusy is contention that outlasted the configured bounds; a database or
 // Redis failure is returned wrapped as itself (ErrLockUnavailable for the
 // lock service under the Locked strategy), never disguised as one of them.
+// Every error but ErrOutcomeUnknown means nothing was deducted.
 var (
 	// ErrInsufficientStock: the SKU has fewer units than asked for. Nothing
 	// was deducted (for DeductMany: from any SKU of the order).
@@ -33,6 +34,19 @@ var (
 	// math.MaxInt64 units. Nothing was added. It wraps ErrInvalidQty, so
 	// errors.Is finds both.
 	ErrQtyOverflow = fmt.Errorf("%w: stock would overflow int64", ErrInvalidQty)
+
+	// ErrOutcomeUnknown: the statement that takes the units (or the COMMIT
+	// of an order's transaction) was sent and its answer was lost — the
+	// connection was killed, reset or closed under it, or the context
+	// ended while it was in flight — and the row could not tell either: the
+	// units may or may not have been taken. The driver's error is wrapped,
+	// so errors.Is finds both (io.ErrUnexpectedEOF, context.Canceled, ...).
+	// Locked deductions settle such an answer from the row's fence, and
+	// return this only when that read fails too; the other strategies have
+	// nothing to read it from. Do not retry blindly: look the order up by
+	// its own key first (see the package documentation, "When the answer
+	// is lost"). An error before the statement was sent is never this one.
+	ErrOutcomeUnknown = errors.New("dbguard: outcome unknown")
 
 	// ErrNilDB: New or VersionsInSQL was given a nil *sql.DB.
 	ErrNilDB = errors.New("dbguard: nil database")
@@ -77,7 +91,11 @@ var (
 	// bytes, not valid UTF-8 or contains a NUL byte.
 	ErrInvalidKey = errors.New("dbguard: invalid key")
 
-	// ErrInvalidVersion: a negative version given to Versioned.Put.
+	// ErrInvalidVersion: a version given to Versioned.Put that is negative
+	// or math.MaxInt64 (the stored version could not grow past it), or a
+	// stored version that is not a decimal int64 (one written by an older
+	// VersionsInRedis script, which formatted versions from 1e14 up as
+	// doubles: "1e+14").
 	ErrInvalidVersion = errors.New("dbguard: invalid version")
 
 	// ErrIncompatibleTable: Migrate (Guard's or Versioned's) found an

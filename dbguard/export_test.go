@@ -19,3 +19,7 @@ func LockKey(g *Guard, sku string) string { return g.lockKey(sku) }
 func SetBeforeFencedWrite(g *Guard, f func(ctx context.Context, sku string, fence int64)) {
 	g.beforeFencedWrite = f
 }
+
+// MayHaveCommitted reports whether err, from a committing statement sent
+// while its context was live (or not), leaves the commit in doubt.
+func MayHaveCommitted(live bool, err error) bool { return mayHaveCommitted(live, err) }

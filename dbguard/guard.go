@@ -162,9 +162,11 @@ func (g *Guard) Restock(ctx context.Context, sku string, qty int64) error {
 // Deduct takes qty units of sku, or nothing: it returns
 // ErrInsufficientStock when fewer are left, ErrUnknownSKU when sku has no
 // row, ErrInvalidSKU or ErrInvalidQty for bad input, ErrBusy when
-// contention outlasted the configured bounds, and a database (or, under
-// Locked, ErrLockUnavailable) error as itself. After a nil error the units
-// are committed.
+// contention outlasted the configured bounds, ErrOutcomeUnknown when the
+// answer to its write was lost and could not be settled (the units may or
+// may not have been taken), and a database (or, under Locked,
+// ErrLockUnavailable) error as itself. After a nil error the units are
+// committed; after any error but ErrOutcomeUnknown, none were.
 func (g *Guard) Deduct(ctx context.Context, sku string, qty int64) error {
 	if g.err != nil {
 		return g.err

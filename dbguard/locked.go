@@ -170,24 +170,38 @@ func (g *Guard) releaseAll(ctx context.Context, locks []*core.Lock) {
 
 // writeFenced writes every item with its fence: "SET qty = qty - n, fence
 // = f WHERE qty >= n AND fence < f", in one transaction for several items.
+// When the write fails other than by the row's refusal, the locks are
+// still held, so the first row's fence settles whether it committed (see
+// settleFenced): a lost answer is ErrOutcomeUnknown only when the row
+// cannot tell.
 func (g *Guard) writeFenced(ctx context.Context, items []item, fences []int64) error {
+	refused := false
 	write := func(q querier) error {
+		refused = false
 		for i, it := range items {
 			f := fences[i]
+			live := ctx.Err() == nil
 			n, err := g.exec(ctx, q, g.q.updFenced, it.qty, f, it.sku, it.qty, f)
 			if err != nil {
-				return fmt.Errorf("dbguard: deduct %q: %w", it.sku, err)
+				return deductError(q, live, it.sku, err)
 			}
 			if n != 1 {
+				refused = true
 				return g.fencedRefusal(ctx, q, it, f)
 			}
 		}
 		return nil
 	}
+	var err error
 	if len(items) == 1 {
-		return g.retry(ctx, func() error { return write(g.db) })
+		err = g.retry(ctx, func() error { return write(g.db) })
+	} else {
+		err = g.inTx(ctx, write)
 	}
-	return g.inTx(ctx, write)
+	if err == nil || refused {
+		return err
+	}
+	return g.settleFenced(ctx, items[0], fences[0], err)
 }
 
 // fencedRefusal explains why a fenced UPDATE changed no row.

@@ -32,6 +32,10 @@ const (
 	OutcomeUnknownSKU   = "unknown_sku"  // ErrUnknownSKU
 	OutcomeBusy         = "busy"         // ErrBusy: contention outlasted the bounds
 	OutcomeFailed       = "failed"       // any other error (database, lock service, context)
+	// OutcomeUnknown is ErrOutcomeUnknown: the answer to the write was
+	// lost, and the units may or may not have been taken. Treat it as an
+	// error that needs a look, not as a failure.
+	OutcomeUnknown = "outcome_unknown"
 )
 
 // A DeductResult is what an Observer learns when a deduction ends.
@@ -55,11 +59,13 @@ type DeductResult struct {
 }
 
 // Outcome names the result: OutcomeDeducted, OutcomeInsufficient,
-// OutcomeUnknownSKU, OutcomeBusy or OutcomeFailed.
+// OutcomeUnknownSKU, OutcomeBusy, OutcomeUnknown or OutcomeFailed.
 func (r DeductResult) Outcome() string {
 	switch {
 	case r.Err == nil:
 		return OutcomeDeducted
+	case errors.Is(r.Err, ErrOutcomeUnknown):
+		return OutcomeUnknown
 	case errors.Is(r.Err, ErrInsufficientStock):
 		return OutcomeInsufficient
 	case errors.Is(r.Err, ErrUnknownSKU):

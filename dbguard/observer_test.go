@@ -106,6 +106,7 @@ func TestObserverOutcome(t *testing.T) {
 		{errors.Join(dbguard.ErrBusy, dbguard.ErrVersionConflict), "busy"},
 		{dbguard.ErrLockUnavailable, "failed"},
 		{context.Canceled, "failed"},
+		{fmt.Errorf("x: %w", errors.Join(dbguard.ErrOutcomeUnknown, context.Canceled)), "outcome_unknown"},
 	} {
 		if got := (dbguard.DeductResult{Err: tt.err}).Outcome(); got != tt.want {
 			t.Errorf("%v: %s, want %s", tt.err, got, tt.want)

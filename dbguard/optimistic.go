@@ -68,9 +68,10 @@ func (g *Guard) readVersions(ctx context.Context, items []item, vers []int64) er
 func (g *Guard) writeVersions(ctx context.Context, items []item, vers []int64) error {
 	write := func(q querier) error {
 		for i, it := range items {
+			live := ctx.Err() == nil
 			n, err := g.exec(ctx, q, g.q.updVersion, it.qty, it.sku, vers[i], it.qty)
 			if err != nil {
-				return fmt.Errorf("dbguard: deduct %q: %w", it.sku, err)
+				return deductError(q, live, it.sku, err)
 			}
 			if n != 1 {
 				return errVersionMoved

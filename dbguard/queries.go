@@ -16,6 +16,7 @@ type queries struct {
 	updAtomic  string // args: n, sku, n
 	updFenced  string // args: n, fence, sku, n, fence
 	updVersion string // args: n, sku, version, n
+	claimFence string // args: fence, sku, fence; no row changed: the row holds that fence or a higher one
 	restock    string // args: sku, n (and n again on MySQL); no row changed: the sum would overflow
 }
 
@@ -37,6 +38,10 @@ func buildQueries(d Dialect, table string, c Columns) queries {
 			t, qty, qty, ver, ver, fence, sku, qty, fence),
 		updVersion: fmt.Sprintf("UPDATE %s SET %s = %s - ?, %s = %s + 1 WHERE %s = ? AND %s = ? AND %s >= ?",
 			t, qty, qty, ver, ver, sku, ver, qty),
+		// The claim leaves qty alone, so it does not bump the version:
+		// optimistic deductions in flight need not read again.
+		claimFence: fmt.Sprintf("UPDATE %s SET %s = ? WHERE %s = ? AND %s < ?",
+			t, fence, sku, fence),
 	}
 	switch d {
 	case MySQL:
@@ -55,7 +60,7 @@ func buildQueries(d Dialect, table string, c Columns) queries {
 			bare(t), qty, int64(math.MaxInt64), qty)
 	}
 	for _, p := range []*string{&q.selQty, &q.selQtyVer, &q.selDiag, &q.selLocked,
-		&q.updAtomic, &q.updFenced, &q.updVersion, &q.restock} {
+		&q.updAtomic, &q.updFenced, &q.updVersion, &q.claimFence, &q.restock} {
 		*p = rebind(d, *p)
 	}
 	return q

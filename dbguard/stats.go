@@ -18,8 +18,18 @@ type Stats struct {
 	Locked, Optimistic, RowLock, Atomic int64
 	// Insufficient counts calls refused with ErrInsufficientStock, Unknown
 	// those refused with ErrUnknownSKU, Busy those that gave up with
-	// ErrBusy, and Failed those that ended with any other error.
+	// ErrBusy, and Failed those that ended with any other error but
+	// ErrOutcomeUnknown (nothing was deducted by any of them).
 	Insufficient, Unknown, Busy, Failed int64
+	// OutcomeUnknown counts calls that ended with ErrOutcomeUnknown: the
+	// answer to the write was lost and the units may or may not have been
+	// taken. They are not in Failed, nor in Deductions and Units.
+	OutcomeUnknown int64
+	// Settled counts Locked writes whose answer was lost (the connection
+	// broke, the context ended) and whose outcome the row's fence then
+	// settled: each is also counted as the success or the failure it
+	// turned out to be.
+	Settled int64
 	// Conflicts counts optimistic writes that found the version moved (or
 	// were aborted by the database) and were retried or gave up.
 	Conflicts int64
@@ -40,6 +50,7 @@ type counters struct {
 	deductions, units                 atomic.Int64
 	locked, optimistic, rowLock, atom atomic.Int64
 	insufficient, unknown, busy, fail atomic.Int64
+	outcomeUnknown, settled           atomic.Int64
 	conflicts, staleFences, txRetries atomic.Int64
 	fallbacks, outages                atomic.Int64
 }
@@ -51,6 +62,7 @@ func (g *Guard) Stats() Stats {
 		Deductions: c.deductions.Load(), Units: c.units.Load(),
 		Locked: c.locked.Load(), Optimistic: c.optimistic.Load(), RowLock: c.rowLock.Load(), Atomic: c.atom.Load(),
 		Insufficient: c.insufficient.Load(), Unknown: c.unknown.Load(), Busy: c.busy.Load(), Failed: c.fail.Load(),
+		OutcomeUnknown: c.outcomeUnknown.Load(), Settled: c.settled.Load(),
 		Conflicts: c.conflicts.Load(), StaleFences: c.staleFences.Load(), TxRetries: c.txRetries.Load(),
 		Fallbacks: c.fallbacks.Load(), LockOutages: c.outages.Load(),
 	}
@@ -76,6 +88,8 @@ func (c *counters) record(s Strategy, items []item, err error) {
 		case Atomic:
 			c.atom.Add(1)
 		}
+	case errors.Is(err, ErrOutcomeUnknown):
+		c.outcomeUnknown.Add(1)
 	case errors.Is(err, ErrInsufficientStock):
 		c.insufficient.Add(1)
 	case errors.Is(err, ErrUnknownSKU):

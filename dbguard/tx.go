@@ -67,9 +67,11 @@ func (g *Guard) inTx(ctx context.Context, fn func(q querier) error) error {
 	return g.retry(ctx, func() error { return g.txOnce(ctx, fn) })
 }
 
-// txOnce runs fn in one transaction. On SQLite the transaction is BEGIN
-// IMMEDIATE on a dedicated connection: it takes the write lock up front,
-// so it never fails half-way because another writer went first.
+// txOnce runs fn in one transaction. A COMMIT whose answer was lost
+// returns ErrOutcomeUnknown (see mayHaveCommitted). On SQLite the
+// transaction is BEGIN IMMEDIATE on a dedicated connection: it takes the
+// write lock up front, so it never fails half-way because another writer
+// went first.
 func (g *Guard) txOnce(ctx context.Context, fn func(q querier) error) error {
 	if g.dialect == SQLite {
 		return g.immediateTx(ctx, fn)
@@ -83,7 +85,8 @@ func (g *Guard) txOnce(ctx context.Context, fn func(q querier) error) error {
 		_ = tx.Rollback()
 		return err
 	}
-	return tx.Commit()
+	live := ctx.Err() == nil
+	return commitError(live, tx.Commit())
 }
 
 func (g *Guard) immediateTx(ctx context.Context, fn func(q querier) error) error {
@@ -99,9 +102,10 @@ func (g *Guard) immediateTx(ctx context.Context, fn func(q querier) error) error
 		rollback(ctx, conn)
 		return err
 	}
+	live := ctx.Err() == nil
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
 		rollback(ctx, conn)
-		return err
+		return commitError(live, err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/latchkey/latchkey/internal/nilness"
 )
@@ -61,6 +62,9 @@ func (v *Versioned) Get(ctx context.Context, key string) ([]byte, int64, error) 
 		return nil, 0, err
 	}
 	val, ver, found, err := v.s.get(ctx, key)
+	if errors.Is(err, ErrInvalidVersion) { // names the key already
+		return nil, 0, err
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("dbguard: get %q: %w", key, err)
 	}
@@ -74,8 +78,10 @@ func (v *Versioned) Get(ctx context.Context, key string) ([]byte, int64, error) 
 // stored version becomes version+1. Version 0 means "create": it succeeds
 // only if the key does not exist yet. Otherwise — another writer went
 // first — it changes nothing and returns ErrVersionConflict: Get again,
-// redo the change, Put again (or let Update do that). A negative version
-// returns ErrInvalidVersion. A nil value is stored as an empty one.
+// redo the change, Put again (or let Update do that). Versions are exact
+// over the whole int64 range, on every store; a negative version, or
+// math.MaxInt64 (which has no next version), returns ErrInvalidVersion
+// and writes nothing. A nil value is stored as an empty one.
 func (v *Versioned) Put(ctx context.Context, key string, value []byte, version int64) error {
 	if v.err != nil {
 		return v.err
@@ -83,7 +89,7 @@ func (v *Versioned) Put(ctx context.Context, key string, value []byte, version i
 	if err := validName(key, ErrInvalidKey, "key"); err != nil {
 		return err
 	}
-	if version < 0 {
+	if version < 0 || version == math.MaxInt64 {
 		return fmt.Errorf("%w: %d", ErrInvalidVersion, version)
 	}
 	if value == nil {

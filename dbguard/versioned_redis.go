@@ -28,7 +28,10 @@ const DefaultVersionsPrefix = "dbguard"
 
 // VersionsInRedis returns a VersionStore on Redis: key K is the hash
 // "<prefix>:{K}" with fields v (the value) and ver (the version), and Put is
-// one Lua compare-and-set on ver (EVALSHA). An empty prefix means
+// one Lua compare-and-set on ver (EVALSHA) that compares versions as
+// decimal strings and bumps them with HINCRBY, so they are exact over the
+// whole int64 range (Lua's numbers are doubles, exact only to 2^53: no
+// version goes through one). An empty prefix means
 // DefaultVersionsPrefix; a prefix with '{' or '}', or a nil rdb, makes
 // every call return ErrInvalidOption. rdb may be a *redis.Client or a
 // *redis.ClusterClient (each key is one hash, in one slot).
@@ -72,7 +75,7 @@ func (s *redisVersions) get(ctx context.Context, key string) ([]byte, int64, boo
 	}
 	n, err := strconv.ParseInt(ver, 10, 64)
 	if err != nil {
-		return nil, 0, false, fmt.Errorf("dbguard: bad version %q: %w", ver, err)
+		return nil, 0, false, fmt.Errorf("%w: %q holds version %q, not a decimal int64", ErrInvalidVersion, key, ver)
 	}
 	val, _ := v[0].(string)
 	return []byte(val), n, true, nil

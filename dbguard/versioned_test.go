@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"errors"
+	"math"
 	"strconv"
 	"sync"
 	"testing"
@@ -80,6 +81,7 @@ func TestVersionedPutGet(t *testing.T) {
 			{"get empty key", func() error { _, _, err := kv.Get(ctx, ""); return err }(), dbguard.ErrInvalidKey},
 			{"put empty key", kv.Put(ctx, "", nil, 0), dbguard.ErrInvalidKey},
 			{"put negative version", kv.Put(ctx, "k", nil, -1), dbguard.ErrInvalidVersion},
+			{"put at the last version", kv.Put(ctx, "k", nil, math.MaxInt64), dbguard.ErrInvalidVersion},
 			{"update nil func", kv.Update(ctx, "k", nil), dbguard.ErrInvalidOption},
 		} {
 			if !errors.Is(tc.err, tc.want) {
@@ -171,4 +173,65 @@ func TestBadVersioned(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestVersionedRedisInt64Edges: on Redis, versions stay exact decimal
+// int64s at the edges of what a double holds and of int64 itself: no
+// version goes through a Lua number. The one version with no next,
+// math.MaxInt64, is refused, and a stored version that is not an integer
+// (as older scripts wrote from 1e14 up: "1e+14") is reported, not parsed.
+func TestVersionedRedisInt64Edges(t *testing.T) {
+	run := func(t *testing.T, rdb redis.UniversalClient, prefix string) {
+		kv := dbguard.NewVersioned(dbguard.VersionsInRedis(rdb, prefix))
+		ctx := ctxFor(t, 30*time.Second)
+		hash := func(key string) string { return prefix + ":{" + key + "}" }
+		for _, v := range []int64{1e14 - 1, 1e14, 1<<53 - 1, 1 << 53, 1<<53 + 1, math.MaxInt64 - 1} {
+			key := "edge:" + strconv.FormatInt(v, 10)
+			must(t, rdb.HSet(ctx, hash(key), "v", "old", "ver", strconv.FormatInt(v, 10)).Err())
+			if _, got, err := kv.Get(ctx, key); err != nil || got != v {
+				t.Fatalf("Get at %d: version %d, %v", v, got, err)
+			}
+			must(t, kv.Put(ctx, key, []byte("new"), v))
+			if err := kv.Put(ctx, key, []byte("late"), v); !errors.Is(err, dbguard.ErrVersionConflict) {
+				t.Fatalf("stale Put at %d: %v", v, err)
+			}
+			val, got, err := kv.Get(ctx, key)
+			if err != nil || got != v+1 || string(val) != "new" {
+				t.Fatalf("after Put at %d: %q at version %d (%v), want \"new\" at %d", v, val, got, err, v+1)
+			}
+			if raw := rdb.HGet(ctx, hash(key), "ver").Val(); raw != strconv.FormatInt(v+1, 10) {
+				t.Fatalf("after Put at %d: Redis holds version %q", v, raw)
+			}
+		}
+		// math.MaxInt64 has no next version: refused, nothing written.
+		key := "edge:max"
+		must(t, rdb.HSet(ctx, hash(key), "v", "old", "ver", strconv.FormatInt(math.MaxInt64, 10)).Err())
+		if _, got, err := kv.Get(ctx, key); err != nil || got != math.MaxInt64 {
+			t.Fatalf("Get at MaxInt64: version %d, %v", got, err)
+		}
+		if err := kv.Put(ctx, key, []byte("new"), math.MaxInt64); !errors.Is(err, dbguard.ErrInvalidVersion) {
+			t.Fatalf("Put at MaxInt64: %v, want ErrInvalidVersion", err)
+		}
+		if val, got, err := kv.Get(ctx, key); err != nil || got != math.MaxInt64 || string(val) != "old" {
+			t.Fatalf("after the refused Put: %q at %d (%v)", val, got, err)
+		}
+		// A version an older script stored as a double.
+		must(t, rdb.HSet(ctx, hash("edge:float"), "v", "x", "ver", "1e+14").Err())
+		if _, _, err := kv.Get(ctx, "edge:float"); !errors.Is(err, dbguard.ErrInvalidVersion) {
+			t.Fatalf("Get of version \"1e+14\": %v, want ErrInvalidVersion", err)
+		}
+	}
+	t.Run("miniredis", func(t *testing.T) {
+		t.Parallel()
+		mr := miniredis.RunT(t)
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		t.Cleanup(func() { rdb.Close() })
+		run(t, rdb, "dbguard")
+	})
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		rdb, prefix := redistest.Client(t), "dbguard-test-"+rand.Text()[:10]
+		t.Cleanup(func() { deletePrefix(t, rdb, prefix) })
+		run(t, rdb, prefix)
+	})
 }

@@ -116,6 +116,7 @@ const (
 	errLockDown   = "lock_unavailable" // dbguard.ErrLockUnavailable: the lock service failed
 	errStale      = "stale_fence"      // dbguard.ErrStaleFence: a newer holder had written
 	errDatabase   = "database"         // the SQL database failed
+	errUnknown    = "outcome_unknown"  // dbguard.ErrOutcomeUnknown: the answer was lost after the write was sent
 )
 
 // errorType names err for error.type, low-cardinality: the value of an

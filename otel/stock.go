@@ -65,8 +65,11 @@ func deductErrorType(err error) string {
 func (in *Instrumentation) deductEnd(ctx context.Context, span trace.Span, op string, r dbguard.DeductResult) {
 	outcome := r.Outcome()
 	errType := ""
-	if outcome == dbguard.OutcomeFailed {
+	switch outcome {
+	case dbguard.OutcomeFailed:
 		errType = deductErrorType(r.Err)
+	case dbguard.OutcomeUnknown: // the buyer cannot tell whether a unit was taken
+		errType = errUnknown
 	}
 	strategy := strategyName(r.Strategy)
 	if in.m.stockDeducts.Enabled(ctx) {

@@ -1,6 +1,11 @@
 -- Tair-style versioned put: store ARGV[1] in the hash KEYS[1] if its
 -- version is still ARGV[2] ("0" for a key that does not exist), and bump
 -- the version. Returns 1 when written, 0 when the version had moved.
+--
+-- Versions never pass through a Lua number (a double, exact only up to
+-- 2^53): they are compared as decimal strings, and HINCRBY bumps them as
+-- Redis int64s. HINCRBY goes first: at math.MaxInt64 it fails before
+-- anything is written (the caller rejects that version anyway).
 local cur = redis.call('HGET', KEYS[1], 'ver')
 if not cur then
   cur = '0'
@@ -8,5 +13,6 @@ end
 if cur ~= ARGV[2] then
   return 0
 end
-redis.call('HSET', KEYS[1], 'v', ARGV[1], 'ver', tostring(tonumber(cur) + 1))
+redis.call('HINCRBY', KEYS[1], 'ver', 1)
+redis.call('HSET', KEYS[1], 'v', ARGV[1])
 return 1
