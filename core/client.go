@@ -386,6 +386,7 @@ func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.done)
 		c.attempts.Lock() // attempts under way finish; later ones see done
+		//lint:ignore SA2001 a barrier: waiting for the readers is the point
 		c.attempts.Unlock()
 		kept := c.wd.shutdown()
 		c.nt.close()

@@ -197,11 +197,12 @@ func (l *lease) ttlNow() time.Duration {
 	return l.ttl
 }
 
-// live reports whether l is neither released nor lost.
-func (l *lease) live() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return !l.released && l.lostErr == nil
+// waitHeal waits for a Redlock heal of l under way (see healMu): a
+// barrier, so that a release is never undone by a heal sent before it.
+func (l *lease) waitHeal() {
+	l.healMu.Lock()
+	//lint:ignore SA2001 a barrier: waiting for the holder is the point
+	l.healMu.Unlock()
 }
 
 func lostError(key string, reason error) error {

@@ -110,14 +110,12 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 		return fmt.Errorf("%w: %q: Close already gave the lease up", ErrClosed, l.key)
 	}
 	twins := c.wd.remove(l)
-	l.healMu.Lock() // a heal under way finishes first (it sees released after)
-	l.healMu.Unlock()
+	l.waitHeal() // a heal under way finishes first (it sees released after)
 	// Leases of the same token in this Client (re-entered by WithToken)
 	// share the server's lease this release deletes: they are told first.
 	for _, t := range twins {
 		t.markLost(lostError(l.key, errors.New("released through another handle of its token")))
-		t.healMu.Lock()
-		t.healMu.Unlock()
+		t.waitHeal()
 	}
 
 	if ctx.Done() != nil { // detach from the caller's cancellation
@@ -143,8 +141,7 @@ func (c *Client) releaseQuietly(ctx context.Context, l *lease) {
 		l.timer.Stop()
 	}
 	l.mu.Unlock()
-	l.healMu.Lock()
-	l.healMu.Unlock()
+	l.waitHeal()
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	_, _ = c.be.release(ctx, l.n, l.token)
