@@ -12,12 +12,12 @@ import (
 // optimistic write and the fenced write are both conditional on the row,
 // so buyers on either path never oversell, together or apart.
 //
-// The lock step failing (ErrLockUnavailable: Redis down, or still answering
-// at WithLockTimeout) trips the breaker: for WithProbeInterval every
+// The lock step failing (ErrUnavailable: Redis down, or still answering
+// at WithWaitTimeout) trips the breaker: for WithProbeInterval every
 // deduction goes straight to Optimistic; then one deduction probes the lock
 // again, and if it gets its locks, Auto is back on the lock. Contention
 // (ErrBusy from the lock wait) and a rejected fence make only that one
-// deduction optimistic. An optimistic deduction that loses WithRetries
+// deduction optimistic. An optimistic deduction that loses WithRetryBudget
 // races ends with one Atomic write instead of ErrBusy. It returns the
 // strategy that decided the outcome, and notes in r the fallback and the
 // optimistic retries.
@@ -26,7 +26,7 @@ func (g *Guard) deductAuto(ctx context.Context, items []item, r *run) (Strategy,
 	if use {
 		err := g.deductLocked(ctx, items, true)
 		switch {
-		case errors.Is(err, ErrLockUnavailable):
+		case errors.Is(err, ErrUnavailable):
 			if g.breaker.report(lockFailed, probe) {
 				g.stats.outages.Add(1)
 			}
@@ -50,7 +50,7 @@ func (g *Guard) deductAuto(ctx context.Context, items []item, r *run) (Strategy,
 	r.fallback = true
 	err := g.deductOptimistic(ctx, items, r)
 	if errors.Is(err, ErrBusy) {
-		// The row is too hot for optimism (WithRetries lost races): one
+		// The row is too hot for optimism (WithRetryBudget lost races): one
 		// conditional UPDATE settles it, so a buyer never sees the outage.
 		return Atomic, g.deductAtomic(ctx, items)
 	}
@@ -67,7 +67,7 @@ const (
 )
 
 // breaker remembers that the lock service failed, so that deductions stop
-// paying WithLockTimeout for it, and lets one deduction at a time probe it
+// paying WithWaitTimeout for it, and lets one deduction at a time probe it
 // once every interval.
 type breaker struct {
 	interval time.Duration

@@ -40,8 +40,8 @@ func TestAutoSurvivesRedisOutage(t *testing.T) {
 				locker := core.NewRedis(srv.Client(t), core.WithTTL(time.Second))
 				t.Cleanup(func() { locker.Close() })
 				g, _ := newGuard(t, db, map[string]int64{hotSKU: saleStock},
-					dbguard.WithLocker(locker),
-					dbguard.WithLockTimeout(500*time.Millisecond),
+					dbguard.WithLocks(locker),
+					dbguard.WithWaitTimeout(500*time.Millisecond),
 					dbguard.WithProbeInterval(100*time.Millisecond))
 				outageSale(t, g, func() { fault.break_(srv, t) }, func() { fault.repair(srv, t) })
 			})
@@ -159,7 +159,7 @@ func TestAutoFallbackNeverGivesUp(t *testing.T) {
 	})
 	const stock, buyers = 100, 300
 	g, _ := newGuard(t, openSQLite(t), map[string]int64{hotSKU: stock},
-		dbguard.WithLocker(locker), dbguard.WithRetries(1), dbguard.WithLockTimeout(time.Second))
+		dbguard.WithLocks(locker), dbguard.WithRetryBudget(0), dbguard.WithWaitTimeout(time.Second))
 	ctx := ctxFor(t, 60*time.Second)
 	var sold atomic.Int64
 	var wg sync.WaitGroup

@@ -55,7 +55,7 @@ func BenchmarkStrategies(b *testing.B) {
 			b.Run(w.name+"/"+s.String(), func(b *testing.B) {
 				opts := []dbguard.Option{dbguard.WithStrategy(s)}
 				if s == dbguard.Locked || s == dbguard.Auto {
-					opts = append(opts, dbguard.WithLocker(locker))
+					opts = append(opts, dbguard.WithLocks(locker))
 				}
 				g, _ := newGuard(b, db, stock, opts...)
 				ctx := context.Background()

@@ -11,7 +11,7 @@
 // alone is unsafe when its holder pauses past the lease. A Guard offers
 // each correct strategy behind one call:
 //
-//	g := dbguard.New(db, dbguard.WithLocker(locks)) // Auto: Locked, Optimistic while Redis is down
+//	g := dbguard.New(db, dbguard.WithLocks(locks)) // Auto: Locked, Optimistic while Redis is down
 //	err := g.Deduct(ctx, "sku-42", 1)               // nil, ErrInsufficientStock, ErrUnknownSKU, ...
 //	err = g.DeductMany(ctx, map[string]int64{"A": 1, "B": 2}) // one transaction, all or nothing
 //
@@ -38,7 +38,7 @@
 //     already queued are told at once when one of them finds it sold out.
 //   - Auto (the default with a locker): Locked, falling back to Optimistic
 //     while the lock service fails or does not answer within
-//     WithLockTimeout, and back to Locked when a probe (every
+//     WithWaitTimeout, and back to Locked when a probe (every
 //     WithProbeInterval) gets through. An optimistic deduction that keeps
 //     losing races to other buyers ends with one Atomic write. Buyers see
 //     no error from the outage.
@@ -48,7 +48,7 @@
 // sorted order, in one transaction: two orders touching the same SKUs in
 // different orders never deadlock. Transactions that the database aborts
 // anyway (deadlock victim, serialization failure, SQLite busy) are run
-// again, at most WithRetries times.
+// again, at most WithRetryBudget times.
 //
 // # When the answer is lost
 //

@@ -3,6 +3,8 @@ package dbguard
 import (
 	"errors"
 	"fmt"
+
+	"github.com/latchkey/latchkey/core"
 )
 
 // Errors returned by this package. Match them with errors.Is: each is
@@ -12,7 +14,7 @@ import (
 //
 // ErrInsufficientStock and ErrUnknownSKU are answers about the stock;
 // ErrBusy is contention that outlasted the configured bounds; a database or
-// Redis failure is returned wrapped as itself (ErrLockUnavailable for the
+// Redis failure is returned wrapped as itself (ErrUnavailable for the
 // lock service under the Locked strategy), never disguised as one of them.
 // Every error but ErrOutcomeUnknown means nothing was deducted.
 var (
@@ -53,30 +55,32 @@ var (
 
 	// ErrInvalidOption: an option that cannot work — a malformed table or
 	// column name, an unknown strategy or dialect, a duration or retry
-	// count below 1, Locked without WithLocker, or a driver whose dialect
+	// count below 1, Locked without WithLocks, or a driver whose dialect
 	// cannot be detected (use WithDialect) — or a nil VersionStore, Redis
 	// client or update func. Every call of a Guard (or Versioned) made with
 	// such an option returns it.
 	ErrInvalidOption = errors.New("dbguard: invalid option")
 
 	// ErrBusy: the deduction gave up because of other buyers: the SKU lock
-	// was not free within WithLockTimeout (Locked), or the row's version
-	// kept moving through WithRetries attempts (Optimistic, and
+	// was not free within WithWaitTimeout (Locked), or the row's version
+	// kept moving through WithRetryBudget attempts (Optimistic, and
 	// Versioned.Update; the error then also matches ErrVersionConflict).
 	// Nothing was deducted; the call may be retried. Auto never returns it.
-	ErrBusy = errors.New("dbguard: busy")
+	// It matches core.ErrNotAcquired too: contention, in this module's
+	// vocabulary.
+	ErrBusy error = matching{"dbguard: busy", core.ErrNotAcquired}
 
-	// ErrLockUnavailable: under the Locked strategy, the lock service
-	// (Redis) failed or did not answer within WithLockTimeout. The cause is
+	// ErrUnavailable: under the Locked strategy, the lock service
+	// (Redis) failed or did not answer within WithWaitTimeout. The cause is
 	// wrapped. Nothing was deducted. Auto never returns it: it deducts
 	// optimistically instead.
-	ErrLockUnavailable = errors.New("dbguard: lock service unavailable")
+	ErrUnavailable error = matching{"dbguard: lock service unavailable", core.ErrUnavailable}
 
 	// ErrStaleFence: a fenced write carried a fence no higher than the one
 	// the row already holds: the writer's lease had expired (it paused past
 	// its TTL) and a later holder has written since. The write was
 	// rejected. Deduct retries with a fresh lock, so callers see it only
-	// when that keeps happening through WithRetries attempts.
+	// when that keeps happening through WithRetryBudget attempts.
 	ErrStaleFence = errors.New("dbguard: stale fence")
 
 	// ErrVersionConflict: a versioned write found that the version it was
@@ -108,3 +112,17 @@ var (
 	// run.
 	ErrIncompatibleTable = errors.New("dbguard: incompatible table")
 )
+
+// matching is a sentinel that also matches a core sentinel with errors.Is,
+// so that one vocabulary holds across packages (contention is
+// core.ErrNotAcquired, an outage core.ErrUnavailable, wherever they come
+// from).
+type matching struct {
+	text string
+	also error
+}
+
+func (e matching) Error() string { return e.text }
+
+// Is reports whether target is the core sentinel this one stands for.
+func (e matching) Is(target error) bool { return target == e.also }

@@ -42,7 +42,7 @@ func Example() {
 	defer locks.Close()
 	ctx := context.Background()
 
-	g := dbguard.New(db, dbguard.WithLocker(locks))
+	g := dbguard.New(db, dbguard.WithLocks(locks))
 	if err := g.Migrate(ctx); err != nil {
 		fmt.Println(err)
 		return

@@ -31,7 +31,7 @@ func TestPausedHolderCannotWriteAfterNextHolder(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *sql.DB) {
 		locker := miniLocker(t)
 		g, table := newGuard(t, db, map[string]int64{"sku": 10},
-			dbguard.WithStrategy(dbguard.Locked), dbguard.WithLocker(locker))
+			dbguard.WithStrategy(dbguard.Locked), dbguard.WithLocks(locker))
 		ctx := ctxFor(t, 30*time.Second)
 
 		// The stale holder: a lease of 50 ms that nobody renews.
@@ -81,7 +81,7 @@ func TestPausedDeductionIsFencedAndRetried(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *sql.DB) {
 		locker := miniLocker(t, core.WithTTL(200*time.Millisecond), core.WithAutoRenew(false))
 		g, table := newGuard(t, db, map[string]int64{"sku": 10},
-			dbguard.WithStrategy(dbguard.Locked), dbguard.WithLocker(locker), dbguard.WithLockTimeout(20*time.Second))
+			dbguard.WithStrategy(dbguard.Locked), dbguard.WithLocks(locker), dbguard.WithWaitTimeout(20*time.Second))
 		ctx := ctxFor(t, 30*time.Second)
 
 		paused := make(chan int64)

@@ -151,12 +151,12 @@ func TestFlashSaleNeverOversells(t *testing.T) {
 				// 500 buyers queue on one lock: let them wait, so the test
 				// checks correctness, not this machine's speed (under -race
 				// on a loaded 2-core machine a sale has taken 48 s).
-				opts = append(opts, dbguard.WithLocker(testLocker(t)), dbguard.WithLockTimeout(3*time.Minute))
+				opts = append(opts, dbguard.WithLocks(testLocker(t)), dbguard.WithWaitTimeout(3*time.Minute))
 			}
 			if s == dbguard.Optimistic {
 				// Every buyer races every other for one row; bound the
 				// retries by the sale, not by the default.
-				opts = append(opts, dbguard.WithRetries(1000))
+				opts = append(opts, dbguard.WithRetryBudget(999))
 			}
 			g, _ := newGuard(t, open(t), saleStocks, opts...)
 			sales[i].g = g

@@ -50,7 +50,7 @@ func New(db *sql.DB, opts ...Option) *Guard {
 		g.err = g.cfg.err
 		return g
 	case g.cfg.strategy == Locked && g.cfg.locker == nil:
-		g.err = fmt.Errorf("%w: strategy Locked needs WithLocker", ErrInvalidOption)
+		g.err = fmt.Errorf("%w: strategy Locked needs WithLocks", ErrInvalidOption)
 		return g
 	}
 	g.dialect = g.cfg.dialect
@@ -165,7 +165,7 @@ func (g *Guard) Restock(ctx context.Context, sku string, qty int64) error {
 // contention outlasted the configured bounds, ErrOutcomeUnknown when the
 // answer to its write was lost and could not be settled (the units may or
 // may not have been taken), and a database (or, under Locked,
-// ErrLockUnavailable) error as itself. After a nil error the units are
+// ErrUnavailable) error as itself. After a nil error the units are
 // committed; after any error but ErrOutcomeUnknown, none were.
 func (g *Guard) Deduct(ctx context.Context, sku string, qty int64) error {
 	if g.err != nil {

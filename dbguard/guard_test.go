@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ var allStrategies = []dbguard.Strategy{dbguard.Atomic, dbguard.RowLock, dbguard.
 func strategyOpts(t testing.TB, s dbguard.Strategy) []dbguard.Option {
 	opts := []dbguard.Option{dbguard.WithStrategy(s)}
 	if s == dbguard.Locked || s == dbguard.Auto {
-		opts = append(opts, dbguard.WithLocker(testLocker(t)))
+		opts = append(opts, dbguard.WithLocks(testLocker(t)))
 	}
 	return opts
 }
@@ -79,9 +80,9 @@ func TestBadGuard(t *testing.T) {
 		{"bad strategy", dbguard.New(db, dbguard.WithStrategy(dbguard.Strategy(42))), dbguard.ErrInvalidOption},
 		{"bad dialect", dbguard.New(db, dbguard.WithDialect(dbguard.Dialect(42))), dbguard.ErrInvalidOption},
 		{"locked without locker", dbguard.New(db, dbguard.WithStrategy(dbguard.Locked)), dbguard.ErrInvalidOption},
-		{"zero lock timeout", dbguard.New(db, dbguard.WithLockTimeout(0)), dbguard.ErrInvalidOption},
+		{"zero lock timeout", dbguard.New(db, dbguard.WithWaitTimeout(0)), dbguard.ErrInvalidOption},
 		{"zero probe interval", dbguard.New(db, dbguard.WithProbeInterval(0)), dbguard.ErrInvalidOption},
-		{"zero retries", dbguard.New(db, dbguard.WithRetries(0)), dbguard.ErrInvalidOption},
+		{"zero retries", dbguard.New(db, dbguard.WithRetryBudget(-1)), dbguard.ErrInvalidOption},
 		{"unknown driver", dbguard.New(unknown), dbguard.ErrInvalidOption},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,7 +131,7 @@ func TestDialectDetected(t *testing.T) {
 
 func TestDefaultStrategy(t *testing.T) {
 	db := openSQLite(t)
-	if s := dbguard.New(db, dbguard.WithLocker(core.NewMemory())).Strategy(); s != dbguard.Auto {
+	if s := dbguard.New(db, dbguard.WithLocks(core.NewMemory())).Strategy(); s != dbguard.Auto {
 		t.Fatalf("with a locker: %v, want Auto", s)
 	}
 	if s := dbguard.New(db, dbguard.WithStrategy(dbguard.Auto)).Strategy(); s != dbguard.Atomic {
@@ -211,5 +212,18 @@ func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The package's contention and outage errors speak core's vocabulary.
+func TestErrorsMatchCore(t *testing.T) {
+	if !errors.Is(fmt.Errorf("deduct: %w", dbguard.ErrBusy), core.ErrNotAcquired) {
+		t.Error("ErrBusy does not match core.ErrNotAcquired")
+	}
+	if !errors.Is(fmt.Errorf("deduct: %w", dbguard.ErrUnavailable), core.ErrUnavailable) {
+		t.Error("ErrUnavailable does not match core.ErrUnavailable")
+	}
+	if errors.Is(dbguard.ErrBusy, core.ErrUnavailable) || errors.Is(dbguard.ErrUnavailable, core.ErrNotAcquired) {
+		t.Error("contention and outage mixed up")
 	}
 }

@@ -56,7 +56,7 @@ func TestFlashSaleKilledConnections(t *testing.T) {
 					buyersDB, k := srv.pool(t, admin)
 					opts := []dbguard.Option{dbguard.WithTable(table), dbguard.WithStrategy(s)}
 					if s == dbguard.Locked {
-						opts = append(opts, dbguard.WithLocker(testLocker(t)), dbguard.WithLockTimeout(saleFor))
+						opts = append(opts, dbguard.WithLocks(testLocker(t)), dbguard.WithWaitTimeout(saleFor))
 					}
 					g := dbguard.New(buyersDB, opts...)
 					t.Cleanup(func() { _ = g.Close() })

@@ -11,7 +11,7 @@ import (
 )
 
 // errLockSlow is the cause of the lock context's deadline: the lock
-// service was still busy answering when WithLockTimeout ran out.
+// service was still busy answering when WithWaitTimeout ran out.
 var errLockSlow = errors.New("dbguard: lock timeout")
 
 // deductLocked takes the core lock of every SKU in sorted order, then
@@ -19,12 +19,12 @@ var errLockSlow = errors.New("dbguard: lock timeout")
 // several SKUs) and releases the locks. The fence condition rejects the
 // write of a holder whose lease expired while it paused, once a later
 // holder has written; such a deduction changed nothing and is retried with
-// fresh locks, up to WithRetries attempts. Under Auto (auto true) it is not
+// fresh locks, up to WithRetryBudget attempts. Under Auto (auto true) it is not
 // retried: the caller falls back to Optimistic instead.
 //
 // A first unlocked read refuses an unknown SKU or a sold-out one at once,
 // without queueing for its lock. Errors from the lock step match ErrBusy
-// (other buyers held it past the wait) or ErrLockUnavailable (the lock
+// (other buyers held it past the wait) or ErrUnavailable (the lock
 // service failed or was too slow); nothing was written then.
 func (g *Guard) deductLocked(ctx context.Context, items []item, auto bool) error {
 	if err := g.precheck(ctx, items); err != nil {
@@ -97,7 +97,7 @@ func (g *Guard) lockedOnce(ctx context.Context, items []item) error {
 }
 
 // lockAll locks every item's SKU, in the (sorted) order of items, within
-// WithLockTimeout in all. On error it returns the locks it got, for
+// WithWaitTimeout in all. On error it returns the locks it got, for
 // release.
 func (g *Guard) lockAll(ctx context.Context, items []item) ([]*core.Lock, error) {
 	lctx, cancel := context.WithTimeoutCause(ctx, g.cfg.lockTimeout, errLockSlow)
@@ -129,24 +129,24 @@ func (g *Guard) lockAll(ctx context.Context, items []item) ([]*core.Lock, error)
 
 // lockError classifies a failed lock: the caller's context ended, other
 // buyers held the lock past the wait (ErrBusy), or the lock service failed
-// or was too slow (ErrLockUnavailable).
+// or was too slow (ErrUnavailable).
 func (g *Guard) lockError(ctx context.Context, key string, err error) error {
 	switch {
 	case ctx.Err() != nil, errors.Is(err, errSoldOut):
 		return fmt.Errorf("dbguard: lock %q: %w", key, err)
 	case errors.Is(err, errLockSlow):
-		return fmt.Errorf("%w: lock %q: %w", ErrLockUnavailable, key, err)
+		return fmt.Errorf("%w: lock %q: %w", ErrUnavailable, key, err)
 	case errors.Is(err, core.ErrNotAcquired):
 		return fmt.Errorf("%w: lock %q: %w", ErrBusy, key, err)
 	default:
-		return fmt.Errorf("%w: lock %q: %w", ErrLockUnavailable, key, err)
+		return fmt.Errorf("%w: lock %q: %w", ErrUnavailable, key, err)
 	}
 }
 
 // releaseAll releases locks, even when ctx has ended (core detaches the
 // release from ctx's cancellation and bounds it). A failed release is
 // ignored: the deduction is decided by then, and the lease expires by
-// itself. The buyer waits for the release at most WithLockTimeout: a
+// itself. The buyer waits for the release at most WithWaitTimeout: a
 // release held up by a stalled Redis finishes in the background, within
 // core's own bound.
 func (g *Guard) releaseAll(ctx context.Context, locks []*core.Lock) {

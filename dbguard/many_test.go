@@ -34,10 +34,10 @@ func TestDeductManyNoDeadlock(t *testing.T) {
 				}
 				opts := strategyOpts(t, s)
 				if s == dbguard.Optimistic {
-					opts = append(opts, dbguard.WithRetries(1000))
+					opts = append(opts, dbguard.WithRetryBudget(999))
 				}
 				if s == dbguard.Locked || s == dbguard.Auto {
-					opts = append(opts, dbguard.WithLockTimeout(30*time.Second))
+					opts = append(opts, dbguard.WithWaitTimeout(30*time.Second))
 				}
 				g, _ := newGuard(t, db, map[string]int64{"x": stock, "y": stock, "z": stock}, opts...)
 				ctx := ctxFor(t, 60*time.Second)

@@ -58,7 +58,7 @@ func TestObserver(t *testing.T) {
 	rec := &recorder{}
 	locks := core.NewMemory(core.WithObserver(lockSpy{rec}))
 	t.Cleanup(func() { locks.Close() })
-	g := dbguard.New(db, dbguard.WithLocker(locks), dbguard.WithObserver(rec))
+	g := dbguard.New(db, dbguard.WithLocks(locks), dbguard.WithObserver(rec))
 	if err := g.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestObserverOutcome(t *testing.T) {
 		{fmt.Errorf("x: %w", dbguard.ErrInsufficientStock), "insufficient"},
 		{dbguard.ErrUnknownSKU, "unknown_sku"},
 		{errors.Join(dbguard.ErrBusy, dbguard.ErrVersionConflict), "busy"},
-		{dbguard.ErrLockUnavailable, "failed"},
+		{dbguard.ErrUnavailable, "failed"},
 		{context.Canceled, "failed"},
 		{fmt.Errorf("x: %w", errors.Join(dbguard.ErrOutcomeUnknown, context.Canceled)), "outcome_unknown"},
 	} {

@@ -14,7 +14,7 @@ var errVersionMoved = errors.New("dbguard: version moved")
 // deductOptimistic is Tair's versioned put on SQL: read qty and version,
 // then write "SET qty = qty - n, version = version + 1 WHERE version = v
 // AND qty >= n". A write that finds the version moved changed nothing and
-// is retried after a jittered backoff, at most WithRetries attempts in
+// is retried after a jittered backoff, at most WithRetryBudget attempts in
 // all; then ErrBusy (matching ErrVersionConflict too). Nothing is locked
 // between the read and the write, and an order of several SKUs writes them
 // in one transaction, in sorted order. Lost attempts are counted in

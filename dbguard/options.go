@@ -14,17 +14,17 @@ const (
 	// DefaultVersionsTable is the table of VersionsInSQL when WithTable is
 	// not given.
 	DefaultVersionsTable = "dbguard_versions"
-	// DefaultLockTimeout bounds how long a deduction spends getting its SKU
-	// locks when WithLockTimeout is not given.
-	DefaultLockTimeout = 2 * time.Second
+	// DefaultWaitTimeout bounds how long a deduction spends getting its SKU
+	// locks when WithWaitTimeout is not given.
+	DefaultWaitTimeout = 2 * time.Second
 	// DefaultProbeInterval is how long Auto deducts optimistically after the
 	// lock service failed, before it tries the lock again.
 	DefaultProbeInterval = time.Second
-	// DefaultRetries bounds the attempts of an optimistic deduction, of a
-	// Locked deduction whose fence was rejected, of a transaction the
-	// database aborted (deadlock, serialization failure, SQLite busy), and
-	// of Versioned.Update.
-	DefaultRetries = 32
+	// DefaultRetryBudget bounds the further attempts, after the first, of
+	// an optimistic deduction, of a Locked deduction whose fence was
+	// rejected, of a transaction the database aborted (deadlock,
+	// serialization failure, SQLite busy), and of Versioned.Update.
+	DefaultRetryBudget = 31
 	// MaxSKULen is the longest SKU (and Versioned key) accepted, in bytes.
 	MaxSKULen = 255
 	// maxIdentLen is the longest table or column name part accepted.
@@ -37,17 +37,17 @@ const (
 type Strategy int
 
 const (
-	// Auto is the zero Strategy and the default. With a locker (WithLocker)
+	// Auto is the zero Strategy and the default. With a locker (WithLocks)
 	// it deducts as Locked and falls back to Optimistic for as long as the
-	// lock service is failing or slower than WithLockTimeout, trying the
+	// lock service is failing or slower than WithWaitTimeout, trying the
 	// lock again every WithProbeInterval; an optimistic deduction that
-	// loses WithRetries races to other buyers ends with one Atomic write,
+	// loses WithRetryBudget races to other buyers ends with one Atomic write,
 	// so buyers never see the outage. Without a locker it is Atomic.
 	Auto Strategy = iota
 	// Locked takes the core lock of each SKU, then writes with a fenced
 	// conditional UPDATE: "qty >= n AND fence < lock fence", storing the
 	// fence. A holder whose lease expired while it paused cannot write
-	// after the next holder did. Needs WithLocker.
+	// after the next holder did. Needs WithLocks.
 	Locked
 	// Optimistic reads qty and version, then writes "WHERE version = v",
 	// retrying with jittered backoff when the version moved — Tair's
@@ -158,9 +158,9 @@ func defaultConfig(table string) config {
 	return config{
 		table:         table,
 		cols:          Columns{SKU: "sku", Qty: "qty", Version: "version", Fence: "fence"},
-		lockTimeout:   DefaultLockTimeout,
+		lockTimeout:   DefaultWaitTimeout,
 		probeInterval: DefaultProbeInterval,
-		retries:       DefaultRetries,
+		retries:       DefaultRetryBudget + 1,
 	}
 }
 
@@ -170,14 +170,14 @@ func (c *config) fail(format string, args ...any) {
 	}
 }
 
-// WithLocker gives the Guard a lock client for the Locked and Auto
+// WithLocks gives the Guard a lock client for the Locked and Auto
 // strategies (default none: Auto is then Atomic, and Locked fails with
 // ErrInvalidOption). The SKU lock's key is "dbguard:<table>:<sku>" under the
 // client's own key prefix; its TTL and renewal are the client's defaults
 // (core.WithTTL, core.WithAutoRenew given to core.NewRedis). Give the client
-// a Redis connection with ContextTimeoutEnabled, so WithLockTimeout also
+// a Redis connection with ContextTimeoutEnabled, so WithWaitTimeout also
 // bounds a Redis that hangs. A nil client is the same as none.
-func WithLocker(c *core.Client) Option {
+func WithLocks(c *core.Client) Option {
 	return option(func(cfg *config) { cfg.locker = c; cfg.set |= optOther })
 }
 
@@ -241,14 +241,14 @@ func WithDialect(d Dialect) Option {
 	})
 }
 
-// WithLockTimeout bounds how long a Locked or Auto deduction spends getting
+// WithWaitTimeout bounds how long a Locked or Auto deduction spends getting
 // its SKU locks — Redis round trips and waiting for other buyers together
-// (default DefaultLockTimeout, 2 s). When waiting for other buyers runs
+// (default DefaultWaitTimeout, 2 s). When waiting for other buyers runs
 // out (after three quarters of it), Locked returns ErrBusy; when Redis
 // fails or is still answering when it runs out, Locked returns
-// ErrLockUnavailable. Auto deducts optimistically in both cases, and in the
+// ErrUnavailable. Auto deducts optimistically in both cases, and in the
 // second also stops asking Redis for WithProbeInterval.
-func WithLockTimeout(d time.Duration) Option {
+func WithWaitTimeout(d time.Duration) Option {
 	return option(func(cfg *config) {
 		if d <= 0 {
 			cfg.fail("lock timeout %v: want > 0", d)
@@ -272,18 +272,19 @@ func WithProbeInterval(d time.Duration) Option {
 	})
 }
 
-// WithRetries bounds the attempts of one deduction (default
-// DefaultRetries, 32): optimistic writes that found the version moved,
-// Locked writes whose fence was rejected, and transactions the database
-// aborted (deadlock, serialization failure, SQLite busy). Between attempts
-// the Guard sleeps a jittered, exponentially growing delay (from 0.2 ms up
-// to 20 ms). WithRetries(1) makes a single attempt.
-func WithRetries(n int) Option {
+// WithRetryBudget bounds the further attempts of one deduction after the
+// first (default DefaultRetryBudget, 31): optimistic writes that found the
+// version moved, Locked writes whose fence was rejected, and transactions
+// the database aborted (deadlock, serialization failure, SQLite busy).
+// Between attempts the Guard sleeps a jittered, exponentially growing delay
+// (from 0.2 ms up to 20 ms). WithRetryBudget(0) makes a single attempt; a
+// negative budget is ErrInvalidOption.
+func WithRetryBudget(n int) Option {
 	return option(func(cfg *config) {
-		if n < 1 {
-			cfg.fail("retries %d: want at least 1", n)
+		if n < 0 {
+			cfg.fail("retry budget %d: want at least 0", n)
 		}
-		cfg.retries = n
+		cfg.retries = n + 1
 		cfg.set |= optOther
 	})
 }

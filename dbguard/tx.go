@@ -46,7 +46,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // retry runs op until it succeeds, fails with an error the database did
-// not abort as a whole, or WithRetries attempts are used up.
+// not abort as a whole, or WithRetryBudget attempts are used up.
 func (g *Guard) retry(ctx context.Context, op func() error) error {
 	for attempt := 0; ; attempt++ {
 		err := op()

@@ -108,7 +108,7 @@ func (v *Versioned) Put(ctx context.Context, key string, value []byte, version i
 // Update runs the read-modify-write cycle: it gets key (found is false, and
 // old nil, for a key never written), calls fn, and puts fn's result at the
 // version it read. When another writer went first it starts over, after a
-// jittered backoff, at most DefaultRetries times; then it returns ErrBusy
+// jittered backoff, at most DefaultRetryBudget+1 times in all; then it returns ErrBusy
 // (matching ErrVersionConflict too). An error from fn ends it at once,
 // with nothing written. fn may run several times: keep it free of side
 // effects.
@@ -133,7 +133,7 @@ func (v *Versioned) Update(ctx context.Context, key string, fn func(old []byte, 
 		if !errors.Is(err, ErrVersionConflict) {
 			return err
 		}
-		if attempt+1 >= DefaultRetries {
+		if attempt+1 >= DefaultRetryBudget+1 {
 			return fmt.Errorf("%w: %q: %d attempts: %w", ErrBusy, key, attempt+1, err)
 		}
 		if serr := sleep(ctx, backoff(attempt)); serr != nil {

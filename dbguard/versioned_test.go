@@ -153,7 +153,7 @@ func TestBadVersioned(t *testing.T) {
 	}{
 		{"nil store", dbguard.NewVersioned(nil), dbguard.ErrInvalidOption},
 		{"nil db", dbguard.NewVersioned(dbguard.VersionsInSQL(nil)), dbguard.ErrNilDB},
-		{"guard option", dbguard.NewVersioned(dbguard.VersionsInSQL(db, dbguard.WithRetries(3))), dbguard.ErrInvalidOption},
+		{"guard option", dbguard.NewVersioned(dbguard.VersionsInSQL(db, dbguard.WithRetryBudget(2))), dbguard.ErrInvalidOption},
 		{"bad table", dbguard.NewVersioned(dbguard.VersionsInSQL(db, dbguard.WithTable("x-y"))), dbguard.ErrInvalidOption},
 		{"nil redis", dbguard.NewVersioned(dbguard.VersionsInRedis(nilRedis, "")), dbguard.ErrInvalidOption},
 		{"braces in prefix", dbguard.NewVersioned(dbguard.VersionsInRedis(unused, "a{b}")), dbguard.ErrInvalidOption},

@@ -113,7 +113,7 @@ const (
 	errPanic      = "panic"            // a cron job panicked
 	errMaxHold    = "max_hold"         // a cron job reached its max hold
 	errMisconfig  = "misconfigured"    // a middleware answered 500 for its own config or route
-	errLockDown   = "lock_unavailable" // dbguard.ErrLockUnavailable: the lock service failed
+	errLockDown   = "lock_unavailable" // dbguard.ErrUnavailable: the lock service failed
 	errStale      = "stale_fence"      // dbguard.ErrStaleFence: a newer holder had written
 	errDatabase   = "database"         // the SQL database failed
 	errUnknown    = "outcome_unknown"  // dbguard.ErrOutcomeUnknown: the answer was lost after the write was sent

@@ -51,7 +51,7 @@ func strategyName(s dbguard.Strategy) string {
 // deductErrorType names the failure of a deduction.
 func deductErrorType(err error) string {
 	switch {
-	case errors.Is(err, dbguard.ErrLockUnavailable):
+	case errors.Is(err, dbguard.ErrUnavailable):
 		return errLockDown
 	case errors.Is(err, dbguard.ErrStaleFence):
 		return errStale

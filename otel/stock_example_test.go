@@ -28,7 +28,7 @@ func ExampleInstrumentation_DeductStart() {
 	db.SetMaxOpenConns(1)
 	locks := core.NewMemory(core.WithObserver(inst))
 	defer locks.Close()
-	g := dbguard.New(db, dbguard.WithLocker(locks), dbguard.WithObserver(inst))
+	g := dbguard.New(db, dbguard.WithLocks(locks), dbguard.WithObserver(inst))
 	ctx := context.Background()
 	_ = g.Migrate(ctx)
 	_ = g.Restock(ctx, "mug", 1)

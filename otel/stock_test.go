@@ -90,9 +90,9 @@ func TestStockDeduct(t *testing.T) {
 	tel := newTelemetry(t)
 	db := stockDB(t)
 	locker, _, _ := redisClient(t, tel.inst)
-	auto := dbguard.New(db, dbguard.WithLocker(locker), dbguard.WithObserver(tel.inst))
+	auto := dbguard.New(db, dbguard.WithLocks(locker), dbguard.WithObserver(tel.inst))
 	optimistic := dbguard.New(db, dbguard.WithStrategy(dbguard.Optimistic), dbguard.WithObserver(tel.inst))
-	fallback := dbguard.New(db, dbguard.WithLocker(deadLocker(t)), dbguard.WithObserver(tel.inst))
+	fallback := dbguard.New(db, dbguard.WithLocks(deadLocker(t)), dbguard.WithObserver(tel.inst))
 	closedDB := stockDB(t)
 	closedDB.Close()
 	broken := dbguard.New(closedDB, dbguard.WithDialect(dbguard.SQLite), dbguard.WithStrategy(dbguard.Atomic), dbguard.WithObserver(tel.inst))
@@ -188,7 +188,7 @@ func TestStockErrorTypes(t *testing.T) {
 		{dbguard.ErrInsufficientStock, "insufficient", ""},
 		{dbguard.ErrUnknownSKU, "unknown_sku", ""},
 		{errors.Join(dbguard.ErrBusy, dbguard.ErrVersionConflict), "busy", ""},
-		{errors.Join(dbguard.ErrLockUnavailable, errors.New("dial tcp: refused")), "failed", "lock_unavailable"},
+		{errors.Join(dbguard.ErrUnavailable, errors.New("dial tcp: refused")), "failed", "lock_unavailable"},
 		{dbguard.ErrStaleFence, "failed", "stale_fence"},
 		{context.DeadlineExceeded, "failed", "timeout"},
 		{context.Canceled, "failed", "canceled"},

@@ -67,9 +67,9 @@ func main() {
 		opts := []dbguard.Option{dbguard.WithTable(table), dbguard.WithStrategy(s)}
 		switch s {
 		case dbguard.Locked, dbguard.Auto:
-			opts = append(opts, dbguard.WithLocker(locks), dbguard.WithLockTimeout(20*time.Second))
+			opts = append(opts, dbguard.WithLocks(locks), dbguard.WithWaitTimeout(20*time.Second))
 		case dbguard.Optimistic:
-			opts = append(opts, dbguard.WithRetries(1000)) // one hot row: let every buyer get an answer
+			opts = append(opts, dbguard.WithRetryBudget(999)) // one hot row: let every buyer get an answer
 		}
 		defer drop(db, table) // deferred first, so it runs after Close
 		g := dbguard.New(db, opts...)
