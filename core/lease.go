@@ -77,11 +77,26 @@ func (l *lease) marginFor(d time.Duration) time.Duration {
 
 // arm sets the first deadline, from the acquisition sent at l.start, and
 // starts the timer.
+//
+// An auto-renewed lease gets its timer when its first renewal comes due, a
+// third of its TTL in, long before its deadline (see armLocked): a lease
+// released before that — the common short critical section — never pays
+// for a runtime timer.
 func (l *lease) arm() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.deadline = l.start.Add(l.ttl - l.marginFor(l.ttl))
-	l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
+	if !l.autoRenew {
+		l.armLocked()
+	}
+}
+
+// armLocked starts the deadline timer if it is not running, with l.mu
+// held.
+func (l *lease) armLocked() {
+	if l.timer == nil {
+		l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
+	}
 }
 
 // confirm records that the server, asked at sent, said the lease has left
@@ -94,7 +109,11 @@ func (l *lease) confirm(sent time.Time, left time.Duration) {
 	}
 	if d := sent.Add(left - l.marginFor(left)); d.After(l.deadline) {
 		l.deadline = d
-		l.timer.Reset(time.Until(d))
+		if l.timer == nil {
+			l.armLocked()
+		} else {
+			l.timer.Reset(time.Until(d))
+		}
 	}
 }
 
@@ -107,7 +126,11 @@ func (l *lease) expire() {
 		return
 	}
 	if wait := time.Until(l.deadline); wait > 0 { // moved after the timer fired
-		l.timer.Reset(wait)
+		if l.timer == nil {
+			l.armLocked()
+		} else {
+			l.timer.Reset(wait)
+		}
 		l.mu.Unlock()
 		return
 	}

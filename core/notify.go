@@ -140,10 +140,11 @@ func (n *notifier) confirm(channel string) {
 const grantPrefix = "g:"
 
 // deliver handles a notification on channel: a grant wakes its grantee (if
-// it waits here); a plain release ("r:<nonce>") wakes one waiter. Every
-// release carries a nonce of its own, and Redlock's nodes publish one
-// release with the same nonce: a payload seen in the last second is that
-// same release again, and dropped. Two releases never look alike.
+// it waits here); a release wakes one waiter. A single server publishes
+// each release once, as "r:". Redlock's nodes each publish the same release
+// with one nonce, "r:<nonce>", unique to that release: a nonce seen in the
+// last second is that release again, and dropped. So every release wakes a
+// waiter, and one release wakes one.
 func (n *notifier) deliver(channel, payload string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -161,6 +162,10 @@ func (n *notifier) deliver(channel, payload string) {
 				return
 			}
 		}
+		return
+	}
+	if payload == "r:" { // a single server's release: never a repeat
+		cs.wakeOne()
 		return
 	}
 	now := time.Now()

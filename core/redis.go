@@ -249,7 +249,7 @@ func (r *extendReq) set(v int64, err error) {
 }
 
 func (b *redisBackend) release(ctx context.Context, n names, token string) (bool, error) {
-	return b.releaseNonce(ctx, n, token, "") // the script makes the nonce
+	return b.releaseNonce(ctx, n, token, "") // one publish per release: no nonce needed
 }
 
 // releaseNonce is release with the nonce its notification carries.

@@ -279,6 +279,7 @@ func (w *watchdog) dispatch(due []*lease) {
 		retry := l.renewErr != nil
 		if !skip {
 			l.renewing = true
+			l.armLocked() // the deadline timer, from the first renewal on
 		}
 		l.mu.Unlock()
 		switch {

@@ -1,14 +1,14 @@
 -- Delete a lease this token holds and hand the key on: to the first live
 -- fair waiter, if any queue (a grant: a new fence and a short claim window,
 -- and a message naming the grantee), else to whoever comes first (a
--- message "r:<nonce>" that wakes one waiter per client; the nonce is unique
--- to this release, so no two releases look alike, and Redlock sends one
--- nonce to all its nodes, so one release wakes once). A token that does not
+-- message "r:<nonce>" that wakes one waiter per client). Redlock sends one
+-- nonce, unique to the release, to all its nodes, and the notifier drops
+-- its repeats; a single server sends "r:" alone, never dropped. A token that does not
 -- hold the lease leaves the fair queue instead (a waiter giving up).
 -- KEYS[1] lease (also the notification channel)  KEYS[2] fence counter
 -- KEYS[3] queue  KEYS[4] queue deadlines
 -- ARGV[1] token  ARGV[2] claim window ms  ARGV[3] fence retention ms
--- ARGV[4] release nonce ('' : this script makes one)
+-- ARGV[4] release nonce (Redlock), or ''
 -- Returns 1 released, 0 not held.
 if not owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   leave_queue(KEYS[3], KEYS[4], ARGV[1])
@@ -26,9 +26,5 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
     return 1
   end
 end
--- The nonce: Redlock's, the same on every node; else the fence counter,
--- which differs between any two acquisitions (hence releases) of the key.
-local nonce = ARGV[4]
-if nonce == '' then nonce = ARGV[1] .. ':' .. (redis.call('GET', KEYS[2]) or '') end
-redis.call('PUBLISH', KEYS[1], 'r:' .. nonce)
+redis.call('PUBLISH', KEYS[1], 'r:' .. ARGV[4])
 return 1
