@@ -18,8 +18,8 @@
 //     server confirmed (acquisition, renewal, Extend) plus the time the
 //     server said the lease then had left, minus a drift margin
 //     (WithDriftMargin; by default 1% of that time plus 2 ms, at most a
-//     tenth of it). A timer of the lease's own closes Lock.Lost at that
-//     deadline — and under Client.Do cancels the callback's context with a
+//     tenth of it). A timer of the lease's own (started with its first
+//     renewal, a third of the TTL in) closes Lock.Lost at that deadline — and under Client.Do cancels the callback's context with a
 //     cause matching ErrLost — whatever any I/O, other lease or Close is
 //     doing. The server counted the same time from a later instant, so the
 //     promise holds unless the holder's clock runs slower than the margin

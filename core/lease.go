@@ -17,7 +17,10 @@ import (
 // else take the key before that moment, because it counted the same time
 // from a later instant. A timer of the lease's own closes Lost at the
 // deadline: no renewal, connection, batch, other lease or Close stands
-// between the deadline and the holder being told. Confirmations only ever
+// between the deadline and the holder being told. (An auto-renewed lease's
+// timer starts with its first renewal, see arm; the watchdog loop that
+// starts it does no I/O and is due a third of the TTL in, long before the
+// deadline.) Confirmations only ever
 // move the deadline forward.
 type lease struct {
 	c     *Client
