@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,7 +80,9 @@ func lockStores() []struct {
 	make func(t *testing.T) lockStore
 } {
 	newStore := func(t *testing.T, name string, dial func(t *testing.T) *redis.Client) lockStore {
-		return lockStore{name: name, admin: dial(t), client: func(t *testing.T) *core.Client {
+		admin := dial(t)
+		t.Cleanup(func() { forgetKeys(t, admin) })
+		return lockStore{name: name, admin: admin, client: func(t *testing.T) *core.Client {
 			c := core.NewRedis(dial(t))
 			t.Cleanup(func() { c.Close() })
 			return c
@@ -179,4 +182,22 @@ func (tr *tracker) snapshot(key string) (maxIn int, attempts []int32, byWorker m
 		byWorker[k] = v
 	}
 	return tr.maxIn[key], append([]int32(nil), tr.attempts[key]...), byWorker, append([]string(nil), tr.events...)
+}
+
+// forgetKeys deletes the leases and fence counters that t and its subtests
+// left in rdb (their keys carry t's name), so that the shared Redis is left
+// as it was found.
+func forgetKeys(t *testing.T, rdb *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	glob := strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(t.Name())
+	iter := rdb.Scan(ctx, 0, core.DefaultKeyPrefix+":{"+temporallock.KeyPrefix+"*"+glob+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if err := rdb.Del(ctx, iter.Val()).Err(); err != nil {
+			t.Errorf("forget %q: %v", iter.Val(), err)
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Errorf("forget the keys of %s: %v", t.Name(), err)
+	}
 }
