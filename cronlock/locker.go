@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/name"
 	"github.com/latchkey/latchkey/internal/nilness"
 	"github.com/robfig/cron/v3"
 )
@@ -197,9 +198,9 @@ func (j *job) claimKey(p time.Time) string {
 func lastKey(name string) string { return "cron:" + name + ":last" }
 
 // validName checks a job name.
-func validName(name string) error {
-	if why := validText(name, MaxNameLen); why != "" {
-		return fmt.Errorf("%w: %q: %s", ErrInvalidName, name, why)
+func validName(job string) error {
+	if why := name.Check(job, MaxNameLen); why != "" {
+		return fmt.Errorf("%w: %q: %s", ErrInvalidName, job, why)
 	}
 	return nil
 }

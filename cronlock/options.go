@@ -2,13 +2,12 @@ package cronlock
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/name"
+	"github.com/latchkey/latchkey/internal/nodeid"
 	"github.com/robfig/cron/v3"
 )
 
@@ -90,7 +89,7 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		logger:   cron.DefaultLogger,
-		node:     defaultNodeID(),
+		node:     nodeid.Default(MaxNodeIDLen),
 		parser:   standardParser,
 		overlap:  OverlapSkip,
 		leaseTTL: DefaultLeaseTTL,
@@ -103,19 +102,6 @@ func (c *config) fail(format string, args ...any) {
 	if c.err == nil {
 		c.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
 	}
-}
-
-// defaultNodeID is "<hostname>:<pid>".
-func defaultNodeID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown"
-	}
-	id := host + ":" + strconv.Itoa(os.Getpid())
-	if validText(id, MaxNodeIDLen) != "" {
-		return "node:" + strconv.Itoa(os.Getpid())
-	}
-	return id
 }
 
 // WithLogger sets where the Locker reports skipped ticks (Info), job errors
@@ -139,7 +125,7 @@ func WithNodeID(id string) Option {
 		if id == "" {
 			return
 		}
-		if why := validText(id, MaxNodeIDLen); why != "" {
+		if why := name.Check(id, MaxNodeIDLen); why != "" {
 			c.fail("node ID %q: %s", id, why)
 			return
 		}
@@ -260,23 +246,4 @@ func WithLocation(loc *time.Location) Option {
 			c.location = loc
 		}
 	})
-}
-
-// validText returns why s is not 1 to max bytes of UTF-8 without control
-// characters, or "".
-func validText(s string, max int) string {
-	switch {
-	case s == "":
-		return "empty"
-	case len(s) > max:
-		return fmt.Sprintf("%d bytes, over %d", len(s), max)
-	case !utf8.ValidString(s):
-		return "not valid UTF-8"
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return fmt.Sprintf("contains control character %U", r)
-		}
-	}
-	return ""
 }

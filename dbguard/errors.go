@@ -26,7 +26,7 @@ var (
 	ErrUnknownSKU = errors.New("dbguard: unknown sku")
 
 	// ErrInvalidSKU: the SKU is empty, longer than MaxSKULen bytes, not
-	// valid UTF-8 or contains a NUL byte.
+	// valid UTF-8 or contains a control character.
 	ErrInvalidSKU = errors.New("dbguard: invalid sku")
 
 	// ErrInvalidQty: a quantity of zero or less, or an order with no items.
@@ -92,7 +92,7 @@ var (
 	ErrNotFound = errors.New("dbguard: not found")
 
 	// ErrInvalidKey: a Versioned key that is empty, longer than MaxSKULen
-	// bytes, not valid UTF-8 or contains a NUL byte.
+	// bytes, not valid UTF-8 or contains a control character.
 	ErrInvalidKey = errors.New("dbguard: invalid key")
 
 	// ErrInvalidVersion: a version given to Versioned.Put that is negative

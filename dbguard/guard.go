@@ -6,7 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"unicode/utf8"
+
+	"github.com/latchkey/latchkey/internal/name"
 )
 
 // A Guard deducts stock from one table of one database so that no unit is
@@ -251,18 +252,8 @@ func (g *Guard) deduct(ctx context.Context, op string, items []item) error {
 func validSKU(sku string) error { return validName(sku, ErrInvalidSKU, "sku") }
 
 func validName(s string, bad error, what string) error {
-	switch {
-	case s == "":
-		return fmt.Errorf("%w: empty %s", bad, what)
-	case len(s) > MaxSKULen:
-		return fmt.Errorf("%w: %s is %d bytes, over %d", bad, what, len(s), MaxSKULen)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s %q is not valid UTF-8", bad, what, s)
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return fmt.Errorf("%w: %s %q contains a NUL byte", bad, what, s)
-		}
+	if why := name.Check(s, MaxSKULen); why != "" {
+		return fmt.Errorf("%w: %s %q: %s", bad, what, s, why)
 	}
 	return nil
 }

@@ -39,6 +39,7 @@ func TestBadInput(t *testing.T) {
 		{"deduct long sku", func() error { return g.Deduct(ctx, long, 1) }, dbguard.ErrInvalidSKU},
 		{"deduct invalid utf-8", func() error { return g.Deduct(ctx, "a\xff", 1) }, dbguard.ErrInvalidSKU},
 		{"deduct NUL", func() error { return g.Deduct(ctx, "a\x00b", 1) }, dbguard.ErrInvalidSKU},
+		{"deduct newline", func() error { return g.Deduct(ctx, "a\nb", 1) }, dbguard.ErrInvalidSKU},
 		{"deduct zero", func() error { return g.Deduct(ctx, "a", 0) }, dbguard.ErrInvalidQty},
 		{"deduct negative", func() error { return g.Deduct(ctx, "a", -1) }, dbguard.ErrInvalidQty},
 		{"deduct unknown", func() error { return g.Deduct(ctx, "nope", 1) }, dbguard.ErrUnknownSKU},

@@ -24,7 +24,7 @@ type DailyConfig struct {
 	BeforeFunc middleware.BeforeFunc
 
 	Store    httpidem.ClaimStore // required; ModeCount and Counted need an httpidem.ClaimCounter
-	Scope    string              // required: "vote", "checkin"; [A-Za-z0-9._-]{1,64}
+	Scope    string              // required: "vote", "checkin"; 1 to 64 bytes of UTF-8, no control characters
 	Location *time.Location      // nil: UTC
 
 	// Subject returns who acts (a user ID); an error or "" answers 401 —

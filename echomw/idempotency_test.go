@@ -252,7 +252,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for name, f := range map[string]func(){
 		"idempotency": func() { echomw.Idempotency(nil) },
-		"daily":       func() { echomw.Daily(store, "bad scope", tenant) },
+		"daily":       func() { echomw.Daily(store, "bad\nscope", tenant) },
 		"paramlock":   func() { echomw.ParamLock(nil, "sku") },
 		"no params":   func() { echomw.ParamLock(core.NewMemory()) },
 	} {

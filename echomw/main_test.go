@@ -44,14 +44,14 @@ func eachStore(t *testing.T, f func(t *testing.T, store testStore)) {
 	})
 	t.Run("miniredis", func(t *testing.T) {
 		_, rdb := startMiniredis(t, true)
-		s := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t))))
+		s := must(httpidem.NewRedisStore(rdb, httpidem.WithKeyPrefix(prefix(t))))
 		t.Cleanup(func() { s.Close() })
 		f(t, s)
 	})
 	t.Run("redis", func(t *testing.T) {
 		rdb := redistest.Client(t)
 		p := prefix(t)
-		s := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(p)))
+		s := must(httpidem.NewRedisStore(rdb, httpidem.WithKeyPrefix(p)))
 		t.Cleanup(func() {
 			s.Close()
 			deleteKeys(rdb, p)

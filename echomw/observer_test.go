@@ -112,7 +112,7 @@ func TestObserverEcho(t *testing.T) {
 	}
 	serve(e, "POST", "/sku/42/deduct", "")
 	held.Release(context.Background())
-	serve(e, "POST", "/sku/%7B/deduct", "")
+	serve(e, "POST", "/sku/%0A/deduct", "")
 
 	starts, ends := obs.state()
 	want := []string{

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/name"
 )
 
 // kv is what a store keeps beside the leases: records and daily claims.
@@ -178,30 +179,16 @@ func (l *coreLease) Release(ctx context.Context) error {
 	return storeErr("release lease", err)
 }
 
-func validScope(s string) bool {
-	if s == "" || len(s) > maxScopeLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 func (b *base) dayKeys(scope, object string, day Day) (claimKeys, error) {
 	switch {
-	case !validScope(scope):
-		return claimKeys{}, fmt.Errorf("%w: scope %q: want 1 to %d bytes of [A-Za-z0-9._-]", ErrInvalidArgument, scope, maxScopeLen)
+	case name.Check(scope, maxScopeLen) != "":
+		return claimKeys{}, fmt.Errorf("%w: scope %q: %s", ErrInvalidArgument, scope, name.Check(scope, maxScopeLen))
 	case len(object) > maxObjectLen:
 		return claimKeys{}, fmt.Errorf("%w: object of %d bytes, over %d", ErrInvalidArgument, len(object), maxObjectLen)
 	case day.IsZero():
 		return claimKeys{}, fmt.Errorf("%w: zero day", ErrInvalidArgument)
 	}
-	tag := b.prefix + ":day:{" + scope + ":" + day.String() + ":" + escape(object) + "}:"
+	tag := b.prefix + ":day:{" + escape(scope) + ":" + day.String() + ":" + escape(object) + "}:"
 	return claimKeys{counter: tag + "n", hll: tag + "h", claim: tag + "s:"}, nil
 }
 

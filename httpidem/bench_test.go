@@ -95,7 +95,7 @@ var created = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 func BenchmarkIdempotency(b *testing.B) {
 	benchBackends(b, func(b *testing.B, rdb *redis.Client, rt *roundTrips) {
 		p := "bench:httpidem:" + randomSuffix()
-		store := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(p)))
+		store := must(httpidem.NewRedisStore(rdb, httpidem.WithKeyPrefix(p)))
 		defer store.Close()
 		defer deleteKeys(rdb, p)
 		h := httpidem.Idempotency(httpidem.IdempotencyConfig{Store: store, Principal: tenant})(created)
@@ -129,7 +129,7 @@ func BenchmarkIdempotency(b *testing.B) {
 func BenchmarkDaily(b *testing.B) {
 	benchBackends(b, func(b *testing.B, rdb *redis.Client, rt *roundTrips) {
 		p := "bench:httpidem:" + randomSuffix()
-		store := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(p)))
+		store := must(httpidem.NewRedisStore(rdb, httpidem.WithKeyPrefix(p)))
 		defer store.Close()
 		defer deleteKeys(rdb, p)
 		h := httpidem.Daily(httpidem.DailyConfig{

@@ -21,7 +21,7 @@ type DailyConfig struct {
 	Store ClaimStore
 
 	// Scope names what is limited ("vote", "checkin", "read"): 1 to 64
-	// bytes of [A-Za-z0-9._-]. Required.
+	// bytes of UTF-8 without control characters. Required.
 	Scope string
 
 	// Location is the time zone whose calendar days are counted. nil: UTC

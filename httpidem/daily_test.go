@@ -183,7 +183,7 @@ func TestDailyCountMode(t *testing.T) {
 }
 
 func TestDailyStoreDown(t *testing.T) {
-	store := must(httpidem.NewRedisStore(deadRedis(t), httpidem.WithPrefix(prefix(t))))
+	store := must(httpidem.NewRedisStore(deadRedis(t), httpidem.WithKeyPrefix(prefix(t))))
 	defer store.Close()
 	closed := voteMux(t, httpidem.DailyConfig{Store: store, Scope: "vote"}, ok)
 	problem(t, do(closed, "POST", "/vote/9", "", withUser("u1")), http.StatusServiceUnavailable, httpidem.CodeUnavailable)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/latchkey/latchkey/internal/name"
 	"github.com/latchkey/latchkey/internal/nilness"
 )
 
@@ -47,8 +48,8 @@ func NewGate(cfg DailyConfig) (*Gate, error) {
 	switch {
 	case nilness.IsNil(cfg.Store): // (*RedisStore)(nil) too
 		return nil, fmt.Errorf("%w: nil Store", ErrInvalidConfig)
-	case !validScope(cfg.Scope):
-		return nil, fmt.Errorf("%w: Scope %q: want 1 to %d bytes of [A-Za-z0-9._-]", ErrInvalidConfig, cfg.Scope, maxScopeLen)
+	case name.Check(cfg.Scope, maxScopeLen) != "":
+		return nil, fmt.Errorf("%w: Scope %q: %s", ErrInvalidConfig, cfg.Scope, name.Check(cfg.Scope, maxScopeLen))
 	case cfg.Grace < 0:
 		return nil, fmt.Errorf("%w: negative Grace", ErrInvalidConfig)
 	case cfg.Mode > ModeCount:

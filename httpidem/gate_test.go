@@ -86,7 +86,7 @@ func TestGateAcrossLocalDays(t *testing.T) {
 					m, rdb := startMiniredis(t, false)
 					mr = m
 					clock = newFakeClock(now0, mr)
-					s := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix("p")))
+					s := must(httpidem.NewRedisStore(rdb, httpidem.WithKeyPrefix("p")))
 					t.Cleanup(func() { s.Close() })
 					store = s
 				}
@@ -229,8 +229,9 @@ func TestGateArguments(t *testing.T) {
 	for _, cfg := range []httpidem.DailyConfig{
 		{Scope: "vote"},
 		{Store: store},
-		{Store: store, Scope: "bad scope"},
-		{Store: store, Scope: "a:b"},
+		{Store: store, Scope: "bad\nscope"},
+		{Store: store, Scope: "a\xffb"},
+		{Store: store, Scope: strings.Repeat("s", 65)},
 		{Store: store, Scope: "vote", Grace: -time.Second},
 		{Store: store, Scope: "vote", Approximate: true},
 		{Store: store, Scope: "vote", Mode: httpidem.ModeCount, Counted: true},

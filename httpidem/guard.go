@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/latchkey/latchkey/internal/name"
 	"github.com/latchkey/latchkey/internal/nilness"
 )
 
@@ -71,8 +72,8 @@ func NewIdempotencyGuard(cfg IdempotencyConfig) (*IdempotencyGuard, error) {
 		return nil, fmt.Errorf("%w: WaitInFlight %v, RetryAfter %v", ErrInvalidConfig, cfg.WaitInFlight, cfg.RetryAfter)
 	case cfg.MaxRequestBody < 0 || cfg.MaxResponseBody < 0:
 		return nil, fmt.Errorf("%w: negative body limit", ErrInvalidConfig)
-	case cfg.Scope != "" && !validScope(cfg.Scope):
-		return nil, fmt.Errorf("%w: Scope %q: want 1 to %d bytes of [A-Za-z0-9._-]", ErrInvalidConfig, cfg.Scope, maxScopeLen)
+	case cfg.Scope != "" && name.Check(cfg.Scope, maxScopeLen) != "":
+		return nil, fmt.Errorf("%w: Scope %q: %s", ErrInvalidConfig, cfg.Scope, name.Check(cfg.Scope, maxScopeLen))
 	}
 	allow := make([]string, 0, len(cfg.StoreHeaders))
 	for _, h := range cfg.StoreHeaders {

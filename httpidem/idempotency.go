@@ -101,7 +101,7 @@ type IdempotencyConfig struct {
 
 	// Scope names what the middleware protects ("orders", "payments") in
 	// decisions (Decision.Scope) and telemetry: 1 to 64 bytes of
-	// [A-Za-z0-9._-], a fixed name, never an ID. It does not partition
+	// UTF-8 without control characters, a fixed name, never an ID. It does not partition
 	// keys (Principal does). "": none.
 	Scope string
 }

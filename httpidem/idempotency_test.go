@@ -291,10 +291,10 @@ func TestStoreConstructorErrors(t *testing.T) {
 	for name, f := range map[string]func() (any, error){
 		"nil redis":       func() (any, error) { return httpidem.NewRedisStore(nil) },
 		"typed nil redis": func() (any, error) { return httpidem.NewRedisStore((*redis.Client)(nil)) },
-		"braced prefix":   func() (any, error) { return httpidem.NewMemoryStore(httpidem.WithPrefix("a{b}")) },
+		"braced prefix":   func() (any, error) { return httpidem.NewMemoryStore(httpidem.WithKeyPrefix("a{b}")) },
 		"nil clock":       func() (any, error) { return httpidem.NewMemoryStore(httpidem.WithClock(nil)) },
 		"nil locks":       func() (any, error) { return httpidem.NewMemoryStore(httpidem.WithLocks(nil)) },
-		"control prefix":  func() (any, error) { return httpidem.NewMemoryStore(httpidem.WithPrefix("a\x00b")) },
+		"control prefix":  func() (any, error) { return httpidem.NewMemoryStore(httpidem.WithKeyPrefix("a\x00b")) },
 	} {
 		if _, err := f(); !errors.Is(err, httpidem.ErrInvalidConfig) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)

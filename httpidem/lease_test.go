@@ -27,7 +27,7 @@ func leaseKeys(mr *miniredis.Miniredis) []string {
 
 func TestLostLeaseCancelsRequest(t *testing.T) {
 	mr, rdb := startMiniredis(t, false)
-	store := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t))))
+	store := must(httpidem.NewRedisStore(rdb, httpidem.WithKeyPrefix(prefix(t))))
 	defer store.Close()
 	var d decisions
 	var runs atomic.Int64
@@ -75,7 +75,7 @@ func TestLostLeaseCancelsRequest(t *testing.T) {
 
 func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
 	_, rdb := startMiniredis(t, true) // keys age in real time
-	store := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t))))
+	store := must(httpidem.NewRedisStore(rdb, httpidem.WithKeyPrefix(prefix(t))))
 	defer store.Close()
 	const ttl = 600 * time.Millisecond
 	started, release := make(chan struct{}), make(chan struct{})
@@ -155,7 +155,7 @@ func TestWaitInFlightReplays(t *testing.T) {
 
 func TestLateCompleteKeepsNewerRecord(t *testing.T) {
 	mr, rdb := startMiniredis(t, false)
-	store := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t))))
+	store := must(httpidem.NewRedisStore(rdb, httpidem.WithKeyPrefix(prefix(t))))
 	defer store.Close()
 	ctx := context.Background()
 	args := httpidem.BeginArgs{Key: "idem:k", Fingerprint: "fp", LeaseTTL: 30 * time.Second}
@@ -182,7 +182,7 @@ func TestLateCompleteKeepsNewerRecord(t *testing.T) {
 }
 
 func TestStoreDown(t *testing.T) {
-	store := must(httpidem.NewRedisStore(deadRedis(t), httpidem.WithPrefix(prefix(t))))
+	store := must(httpidem.NewRedisStore(deadRedis(t), httpidem.WithKeyPrefix(prefix(t))))
 	defer store.Close()
 	var d decisions
 	var c counter

@@ -69,14 +69,14 @@ var backends = []backend{
 	}},
 	{"miniredis", func(t *testing.T) testStore {
 		_, rdb := startMiniredis(t, true)
-		s := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t))))
+		s := must(httpidem.NewRedisStore(rdb, httpidem.WithKeyPrefix(prefix(t))))
 		t.Cleanup(func() { s.Close() })
 		return s
 	}},
 	{"redis", func(t *testing.T) testStore {
 		rdb := redistest.Client(t)
 		p := prefix(t)
-		s := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(p)))
+		s := must(httpidem.NewRedisStore(rdb, httpidem.WithKeyPrefix(p)))
 		t.Cleanup(func() {
 			s.Close()
 			deleteKeys(rdb, p)

@@ -205,7 +205,7 @@ func TestObserverIdempotencyFailures(t *testing.T) {
 	}
 
 	mr, rdb := startMiniredis(t, false)
-	rs := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t))))
+	rs := must(httpidem.NewRedisStore(rdb, httpidem.WithKeyPrefix(prefix(t))))
 	t.Cleanup(func() { rs.Close() })
 	obs := &recObserver{t: t}
 	started := make(chan struct{})
@@ -311,17 +311,19 @@ func (nilObserver) DecisionStart(context.Context, string, string) (context.Conte
 	return nil, nil
 }
 
-// TestScopeValidation: IdempotencyConfig.Scope takes the Daily scope's
-// characters.
+// TestScopeValidation: IdempotencyConfig.Scope follows the module's one
+// name rule, as the Daily scope does.
 func TestScopeValidation(t *testing.T) {
 	mem := must(httpidem.NewMemoryStore())
 	t.Cleanup(func() { mem.Close() })
-	for _, s := range []string{"bad scope", "a:b", string(make([]byte, 65))} {
+	for _, s := range []string{"bad\nscope", "a\xffb", string(make([]byte, 65))} {
 		if _, err := (httpidem.IdempotencyConfig{Store: mem, Scope: s}).ToMiddleware(); !errors.Is(err, httpidem.ErrInvalidConfig) {
 			t.Errorf("Scope %q: %v", s, err)
 		}
 	}
-	if _, err := (httpidem.IdempotencyConfig{Store: mem, Scope: "orders.v2"}).ToMiddleware(); err != nil {
-		t.Errorf("Scope orders.v2: %v", err)
+	for _, s := range []string{"orders.v2", "orders v2", "a:b", "ü"} {
+		if _, err := (httpidem.IdempotencyConfig{Store: mem, Scope: s}).ToMiddleware(); err != nil {
+			t.Errorf("Scope %q: %v", s, err)
+		}
 	}
 }

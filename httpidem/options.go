@@ -8,8 +8,8 @@ import (
 	"github.com/latchkey/latchkey/core"
 )
 
-// DefaultPrefix is the key prefix of a store when WithPrefix is not given.
-const DefaultPrefix = "latchkey:http"
+// DefaultKeyPrefix is the key prefix of a store when WithKeyPrefix is not given.
+const DefaultKeyPrefix = "latchkey:http"
 
 // A StoreOption configures NewRedisStore or NewMemoryStore. Options are
 // sealed: only this package makes them.
@@ -28,12 +28,12 @@ type storeOption func(*storeConfig)
 
 func (f storeOption) applyStore(c *storeConfig) { f(c) }
 
-// WithPrefix sets the prefix of every key the store writes (default
-// DefaultPrefix): records "<prefix>:{idem:...}:resp", claims
+// WithKeyPrefix sets the prefix of every key the store writes (default
+// DefaultKeyPrefix): records "<prefix>:{idem:...}:resp", claims
 // "<prefix>:day:{<scope>:<day>:<object>}:s:<subject>". The prefix must be
 // 1 to 128 bytes without braces or control characters. The leases the
 // store creates itself use the same prefix.
-func WithPrefix(prefix string) StoreOption {
+func WithKeyPrefix(prefix string) StoreOption {
 	return storeOption(func(c *storeConfig) {
 		if prefix == "" || len(prefix) > 128 || strings.ContainsAny(prefix, "{}") || hasControl(prefix) {
 			c.fail("prefix %q: want 1 to 128 bytes without braces or control characters", prefix)
@@ -78,7 +78,7 @@ func (c *storeConfig) fail(format string, args ...any) {
 }
 
 func newStoreConfig(opts []StoreOption) (storeConfig, error) {
-	c := storeConfig{prefix: DefaultPrefix, now: time.Now}
+	c := storeConfig{prefix: DefaultKeyPrefix, now: time.Now}
 	for _, o := range opts {
 		if o != nil {
 			o.applyStore(&c)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/name"
 	"github.com/latchkey/latchkey/internal/nilness"
 )
 
@@ -24,8 +25,8 @@ type ParamLockConfig struct {
 	// Locks takes the locks: one core.Client per backend, shared. Required.
 	Locks *core.Client
 
-	// Name is the lock's name when Begin is given none: at most 256 bytes
-	// without braces or control characters. "": Begin must name it.
+	// Name is the lock's name when Begin is given none: 1 to 256 bytes of
+	// UTF-8 without control characters. "": Begin must name it.
 	Name string
 
 	// TTL is the lease length; the lease is renewed every TTL/3 while the
@@ -137,8 +138,8 @@ func NewParamLockGuard(cfg ParamLockConfig) (*ParamLockGuard, error) {
 		return nil, fmt.Errorf("%w: TTL %v, WaitTimeout %v, RetryAfter %v", ErrInvalidConfig, cfg.TTL, cfg.WaitTimeout, cfg.RetryAfter)
 	case cfg.MaxValueLength < 0 || cfg.MaxValueLength > 256:
 		return nil, fmt.Errorf("%w: MaxValueLength %d (want 1 to 256)", ErrInvalidConfig, cfg.MaxValueLength)
-	case !validLockName(cfg.Name) && cfg.Name != "":
-		return nil, fmt.Errorf("%w: Name %q: at most 256 bytes without braces or control characters", ErrInvalidConfig, cfg.Name)
+	case cfg.Name != "" && name.Check(cfg.Name, maxLockNameLen) != "":
+		return nil, fmt.Errorf("%w: Name %q: %s", ErrInvalidConfig, cfg.Name, name.Check(cfg.Name, maxLockNameLen))
 	}
 	opts := []core.LockOption{core.WithTTL(cfg.TTL)}
 	if cfg.WaitTimeout > 0 {
@@ -149,45 +150,35 @@ func NewParamLockGuard(cfg ParamLockConfig) (*ParamLockGuard, error) {
 	return &ParamLockGuard{cfg: cfg, opts: opts}, nil
 }
 
-// validLockName reports whether v is 1 to 256 bytes without braces (they
-// would change the Redis Cluster hash tag of the lock) or control
-// characters.
-func validLockName(v string) bool { return v != "" && len(v) <= 256 && validValue(v) }
-
-func validValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x20 || c == 0x7f || c == '{' || c == '}' {
-			return false
-		}
-	}
-	return true
-}
-
 // lockSeps are the bytes escaped in the parameter names and values of a
 // lock key: its separators, and ':' so that a lock name taken from the
 // key's part before its first ':' (otel's default) never holds a value.
 const lockSeps = "|=:"
 
-// LockKey returns the lock key of name and params:
-// "<name>|<param>=<value>|...", each value decoded and, like the names,
-// with '%', '|', '=' and ':' percent-encoded — two tuples of values never
-// share a lock, and a lock name cut at the key's first ':' (package otel's
-// default) comes from name only. The error is a 400 *Problem matching
-// ErrInvalidParam: a value empty, over MaxValueLength, undecodable, or with
-// braces or control characters.
-func (g *ParamLockGuard) LockKey(name string, params []Param) (string, error) {
+// maxLockNameLen is the longest ParamLock name.
+const maxLockNameLen = 256
+
+// LockKey returns the lock key of lock and params:
+// "<lock>|<param>=<value>|...", with '%', '|' and '=' percent-encoded in
+// lock, and each value decoded and, like the parameter names, with '%',
+// '|', '=' and ':' percent-encoded — two (lock, values) tuples never share
+// a lock, and a lock name cut at the key's first ':' (package otel's
+// default) never holds a value. The error is a 400 *Problem
+// matching ErrInvalidParam: a value empty, over MaxValueLength,
+// undecodable, not UTF-8 or with control characters.
+func (g *ParamLockGuard) LockKey(lock string, params []Param) (string, error) {
 	var b strings.Builder
-	b.WriteString(name)
+	b.WriteString(escapeSeps(lock, "|="))
 	for _, p := range params {
 		v, err := p.value()
 		if err != nil {
 			return "", newProblem(http.StatusBadRequest, CodeInvalidRequest,
 				fmt.Sprintf("parameter %s is not validly percent-encoded", p.Name), err)
 		}
-		if v == "" || len(v) > g.cfg.MaxValueLength || !validValue(v) {
+		if why := name.Check(v, g.cfg.MaxValueLength); why != "" {
 			return "", newProblem(http.StatusBadRequest, CodeInvalidRequest,
-				fmt.Sprintf("parameter %s must be 1 to %d bytes without braces or control characters", p.Name, g.cfg.MaxValueLength),
-				fmt.Errorf("%w: %s", ErrInvalidParam, p.Name))
+				fmt.Sprintf("parameter %s must be 1 to %d bytes of UTF-8 without control characters", p.Name, g.cfg.MaxValueLength),
+				fmt.Errorf("%w: %s: %s", ErrInvalidParam, p.Name, why))
 		}
 		b.WriteByte('|')
 		b.WriteString(escapeSeps(p.Name, lockSeps))
@@ -201,26 +192,26 @@ func (g *ParamLockGuard) LockKey(name string, params []Param) (string, error) {
 	return b.String(), nil
 }
 
-// Begin decides r under the lock of name ("": the config's Name) and
+// Begin decides r under the lock named lock ("": the config's Name) and
 // params: ActionRun once the lock is held — Call.Request's context is
 // cancelled, with a cause matching ErrLost, if the lock is lost, and
 // Finish releases it — or ActionAnswer: 400 (ErrInvalidParam), 409 with
 // Retry-After (ErrLocked, matching core.ErrNotAcquired) or 503
 // (ErrUnavailable). A missing or invalid name is a programming error:
 // Begin panics.
-func (g *ParamLockGuard) Begin(r *http.Request, name string, params []Param) *Call {
-	if name == "" {
-		name = g.cfg.Name
+func (g *ParamLockGuard) Begin(r *http.Request, lock string, params []Param) *Call {
+	if lock == "" {
+		lock = g.cfg.Name
 	}
-	if !validLockName(name) {
-		panic(fmt.Sprintf("httpidem: ParamLockGuard.Begin: lock name %q: want 1 to 256 bytes without braces or control characters", name))
+	if why := name.Check(lock, maxLockNameLen); why != "" {
+		panic(fmt.Sprintf("httpidem: ParamLockGuard.Begin: lock name %q: %s", lock, why))
 	}
-	ctx, rep := startReport(r.Context(), g.cfg.Observer, g.cfg.OnDecision, KindParamLock, name)
+	ctx, rep := startReport(r.Context(), g.cfg.Observer, g.cfg.OnDecision, KindParamLock, lock)
 	reject := func(o Outcome, p *Problem) *Call {
 		rep.last(ctx, o, p.Status, p.Err)
 		return answer(r, p)
 	}
-	key, err := g.LockKey(name, params)
+	key, err := g.LockKey(lock, params)
 	if err != nil {
 		return reject(OutcomeInvalid, err.(*Problem))
 	}

@@ -136,7 +136,7 @@ func TestRequestBodyReachesHandler(t *testing.T) {
 
 func TestRecordExpires(t *testing.T) {
 	mr, rdb := startMiniredis(t, false)
-	rstore := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(prefix(t))))
+	rstore := must(httpidem.NewRedisStore(rdb, httpidem.WithKeyPrefix(prefix(t))))
 	defer rstore.Close()
 	now := utc("2026-01-01T00:00:00Z")
 	var mu sync.Mutex

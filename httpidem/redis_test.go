@@ -17,7 +17,7 @@ import (
 func TestRedisCluster(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	cc := cluster.Client(t)
-	store := must(httpidem.NewRedisStore(cc, httpidem.WithPrefix(prefix(t))))
+	store := must(httpidem.NewRedisStore(cc, httpidem.WithKeyPrefix(prefix(t))))
 	defer store.Close()
 	ctx := context.Background()
 
@@ -80,7 +80,7 @@ func TestRedisCluster(t *testing.T) {
 func TestRedisClaimExpiry(t *testing.T) {
 	rdb := redistest.Client(t)
 	p := prefix(t)
-	store := must(httpidem.NewRedisStore(rdb, httpidem.WithPrefix(p)))
+	store := must(httpidem.NewRedisStore(rdb, httpidem.WithKeyPrefix(p)))
 	defer store.Close()
 	defer deleteKeys(rdb, p)
 	loc := mustZone(t, "America/Santiago")

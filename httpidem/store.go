@@ -106,7 +106,7 @@ const (
 
 // ClaimArgs are the arguments of ClaimStore.Claim and Unclaim.
 type ClaimArgs struct {
-	Scope    string    // what is limited: "vote", "checkin"; 1 to 64 bytes of [A-Za-z0-9._-]
+	Scope    string    // what is limited: "vote", "checkin"; 1 to 64 bytes of UTF-8, no control characters
 	Object   string    // what is claimed: an item ID, "" for none; at most 256 bytes
 	Subject  string    // who claims: a user ID; 1 to 256 bytes
 	Day      Day       // the local day claimed

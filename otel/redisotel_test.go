@@ -89,7 +89,7 @@ func TestHTTPCommandSpansNest(t *testing.T) {
 	if err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(tel.tp)); err != nil {
 		t.Fatal(err)
 	}
-	locks := core.NewRedis(rdb, core.WithKeyPrefix(httpidem.DefaultPrefix), core.WithObserver(tel.inst))
+	locks := core.NewRedis(rdb, core.WithKeyPrefix(httpidem.DefaultKeyPrefix), core.WithObserver(tel.inst))
 	store := must(httpidem.NewRedisStore(rdb, httpidem.WithLocks(locks)))
 	t.Cleanup(func() { store.Close(); locks.Close() })
 

@@ -299,7 +299,7 @@ func TestHeartbeatsPassThrough(t *testing.T) {
 // Beat is a heartbeating activity keyed by account: it resumes from the
 // last attempt's heartbeat and records its progress.
 func (w *works) Beat(ctx context.Context, o Order) (int, error) {
-	if _, ok := temporallock.Fence(ctx); !ok {
+	if _, ok := temporallock.FenceFromContext(ctx); !ok {
 		return 0, errors.New("Beat ran without its lock")
 	}
 	var n int

@@ -11,7 +11,7 @@ type held struct {
 	fence int64
 }
 
-// Fence returns the fencing token of the lock that the activity whose
+// FenceFromContext returns the fencing token of the lock that the activity whose
 // context this is runs under, and ok true; ok is false (and fence 0) when
 // the activity is not keyed or ctx is not an activity context of the
 // interceptor. Fences of one key strictly increase with every acquisition,
@@ -19,17 +19,17 @@ type held struct {
 // protects and have the storage reject one lower than the last it accepted
 // (see dbguard), so that an attempt which lost its lease without noticing
 // cannot overwrite its successor's work.
-func Fence(ctx context.Context) (fence int64, ok bool) {
+func FenceFromContext(ctx context.Context) (fence int64, ok bool) {
 	h, ok := ctx.Value(heldKey{}).(held)
 	return h.fence, ok
 }
 
-// LockKey returns the core lock key that the activity whose context this is
+// LockKeyFromContext returns the core lock key that the activity whose context this is
 // runs under — KeyPrefix followed by the key its KeyFunc returned — and ok
 // true; ok is false when the activity is not keyed. Nested core.Client
 // lock calls of this key on the interceptor's Client, with this context,
 // re-enter the activity's lease instead of waiting for it.
-func LockKey(ctx context.Context) (key string, ok bool) {
+func LockKeyFromContext(ctx context.Context) (key string, ok bool) {
 	h, ok := ctx.Value(heldKey{}).(held)
 	return h.key, ok
 }

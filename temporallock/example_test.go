@@ -41,7 +41,7 @@ func (l *ledger) Charge(ctx context.Context, in ChargeInput) error {
 	l.maxSeen = max(l.maxSeen, l.inside)
 	l.mu.Unlock()
 	time.Sleep(10 * time.Millisecond) // the work
-	fence, _ := temporallock.Fence(ctx)
+	fence, _ := temporallock.FenceFromContext(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.inside--
@@ -185,7 +185,7 @@ func ExampleFirstKey() {
 // This example reads the fence inside an activity; a storage that keeps
 // the highest fence per key rejects a write from an attempt that lost its
 // lease without noticing.
-func ExampleFence() {
+func ExampleFenceFromContext() {
 	mem := core.NewMemory()
 	defer mem.Close()
 	ic := temporallock.NewInterceptor(mem,
@@ -193,8 +193,8 @@ func ExampleFence() {
 	env := quietSuite().NewTestActivityEnvironment()
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{ic}})
 	env.RegisterActivityWithOptions(func(ctx context.Context, row string) error {
-		fence, ok := temporallock.Fence(ctx)
-		key, _ := temporallock.LockKey(ctx)
+		fence, ok := temporallock.FenceFromContext(ctx)
+		key, _ := temporallock.LockKeyFromContext(ctx)
 		fmt.Println("writing", row, "under", key, "with a fence:", ok && fence > 0)
 		return nil // e.g. UPDATE rows SET ..., fence = $1 WHERE id = $2 AND fence < $1
 	}, activity.RegisterOptions{Name: "Write"})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/internal/errjoin"
+	"github.com/latchkey/latchkey/internal/nodeid"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
 )
@@ -62,8 +62,7 @@ func NewInterceptor(client *core.Client, opts ...Option) *Interceptor {
 	case ic.cfg.key == nil:
 		ic.err = ErrNoKey
 	}
-	host, _ := os.Hostname()
-	ic.holder = host + ":" + strconv.Itoa(os.Getpid())
+	ic.holder = nodeid.Default(256)
 	return ic
 }
 

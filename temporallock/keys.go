@@ -3,9 +3,8 @@ package temporallock
 import (
 	"fmt"
 	"slices"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/latchkey/latchkey/internal/name"
 	"github.com/latchkey/latchkey/internal/nilness"
 	"go.temporal.io/sdk/activity"
 )
@@ -90,18 +89,8 @@ func FirstKey(fns ...KeyFunc) KeyFunc {
 
 // validKey checks a key returned by a KeyFunc.
 func validKey(key string) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("%w: empty key", ErrInvalidKey)
-	case len(key) > MaxKeyLen:
-		return fmt.Errorf("%w: key is %d bytes, over %d", ErrInvalidKey, len(key), MaxKeyLen)
-	case !utf8.ValidString(key):
-		return fmt.Errorf("%w: key %q is not valid UTF-8", ErrInvalidKey, key)
-	}
-	for _, r := range key {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("%w: key %q contains a control character", ErrInvalidKey, key)
-		}
+	if why := name.Check(key, MaxKeyLen); why != "" {
+		return fmt.Errorf("%w: %q: %s", ErrInvalidKey, key, why)
 	}
 	return nil
 }

@@ -185,7 +185,7 @@ func newWorks() *works {
 const allAccounts = "*"
 
 func (w *works) enter(ctx context.Context, o Order) {
-	fence, _ := temporallock.Fence(ctx)
+	fence, _ := temporallock.FenceFromContext(ctx)
 	attempt := activity.GetInfo(ctx).Attempt
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -214,7 +214,7 @@ func (w *works) Hold(ctx context.Context, o Order) (int64, error) {
 	case <-ctx.Done():
 		return 0, context.Cause(ctx)
 	}
-	fence, _ := temporallock.Fence(ctx)
+	fence, _ := temporallock.FenceFromContext(ctx)
 	return fence, nil
 }
 
@@ -249,7 +249,7 @@ func (w *works) Fail(ctx context.Context, o Order) error {
 
 // Free is not keyed: it reports whether it got a fence.
 func (w *works) Free(ctx context.Context, o Order) (bool, error) {
-	_, ok := temporallock.Fence(ctx)
+	_, ok := temporallock.FenceFromContext(ctx)
 	return ok, nil
 }
 

@@ -175,7 +175,7 @@ func (a *app) maxInside(account string) int {
 
 // Charge books one charge; it takes 200ms.
 func (a *app) Charge(ctx context.Context, in ChargeInput) error {
-	fence, _ := temporallock.Fence(ctx)
+	fence, _ := temporallock.FenceFromContext(ctx)
 	info := activity.GetInfo(ctx)
 	a.mu.Lock()
 	a.inside[in.AccountID]++
@@ -199,8 +199,8 @@ func (a *app) Charge(ctx context.Context, in ChargeInput) error {
 // Rebuild rebuilds an index. Its first attempt takes long enough to lose
 // its lease; it stops when its context says so.
 func (a *app) Rebuild(ctx context.Context, index string) (string, error) {
-	fence, _ := temporallock.Fence(ctx)
-	key, _ := temporallock.LockKey(ctx)
+	fence, _ := temporallock.FenceFromContext(ctx)
+	key, _ := temporallock.LockKeyFromContext(ctx)
 	attempt := activity.GetInfo(ctx).Attempt
 	a.say("rebuild %s starts (attempt %d, fence %d)", index, attempt, fence)
 	if attempt == 1 {

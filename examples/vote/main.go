@@ -56,7 +56,7 @@ func main() {
 	// its keys are deleted at the end.
 	prefix := fmt.Sprintf("demo:vote:%d", time.Now().UnixNano())
 	defer deleteKeys(rdb, prefix)
-	storeOpts := []httpidem.StoreOption{httpidem.WithPrefix(prefix)}
+	storeOpts := []httpidem.StoreOption{httpidem.WithKeyPrefix(prefix)}
 	var obs httpidem.Observer // stays a nil interface without -trace
 	if tel.Inst != nil {
 		// One Instrumentation for the middlewares and for the store's

@@ -108,7 +108,7 @@ func testClaimInvalid(t *testing.T, s httpidem.ClaimStore) {
 	a := claimArgs("", "o", "t")
 	bad["empty subject"] = a
 	a = claimArgs("u", "o", "t")
-	a.Scope = "no spaces"
+	a.Scope = "no\ncontrol characters"
 	bad["bad scope"] = a
 	a = claimArgs("u", "o", "t")
 	a.Day = httpidem.Day{}

@@ -34,7 +34,7 @@ type acts struct {
 
 // Charge takes 100ms inside its lock.
 func (a *acts) Charge(ctx context.Context, in ChargeInput) error {
-	key, _ := temporallock.LockKey(ctx)
+	key, _ := temporallock.LockKeyFromContext(ctx)
 	a.tr.enter(ctx, key, a.worker)
 	defer a.tr.leave(ctx, key, a.worker)
 	select {
@@ -49,7 +49,7 @@ func (a *acts) Charge(ctx context.Context, in ChargeInput) error {
 // looking at its context — as a stuck attempt that has not heard of its
 // heartbeat timeout does; later attempts finish at once.
 func (a *acts) Sync(ctx context.Context, hold time.Duration) error {
-	key, _ := temporallock.LockKey(ctx)
+	key, _ := temporallock.LockKeyFromContext(ctx)
 	a.tr.enter(ctx, key, a.worker)
 	defer a.tr.leave(ctx, key, a.worker)
 	if activity.GetInfo(ctx).Attempt == 1 {
@@ -60,7 +60,7 @@ func (a *acts) Sync(ctx context.Context, hold time.Duration) error {
 
 // Block reports that it is inside, then waits for its context to end.
 func (a *acts) Block(ctx context.Context, in ChargeInput) error {
-	key, _ := temporallock.LockKey(ctx)
+	key, _ := temporallock.LockKeyFromContext(ctx)
 	a.tr.enter(ctx, key, a.worker)
 	defer a.tr.leave(ctx, key, a.worker)
 	a.tr.started <- key
