@@ -52,14 +52,20 @@ func openLatchkeyRedlock(a openArgs) (Driver, error) {
 		clients = append(clients, c)
 		nodes = append(nodes, c)
 	}
-	c := core.NewRedlock(nodes, core.WithTTL(a.ttl))
+	c, err := core.NewRedlock(nodes, core.WithTTL(a.ttl))
+	if err != nil {
+		return nil, err
+	}
 	return &latchkeyDriver{rdb: clients[0], extra: clients[1:], c: c}, nil
 }
 
 func latchkeyOpener(opts ...core.Option) func(openArgs) (Driver, error) {
 	return func(a openArgs) (Driver, error) {
 		rdb := newClient(a.addrs[0], a.counter)
-		c := core.NewRedis(rdb, append([]core.Option{core.WithTTL(a.ttl)}, opts...)...)
+		c, err := core.NewRedis(rdb, append([]core.Option{core.WithTTL(a.ttl)}, opts...)...)
+		if err != nil {
+			return nil, err
+		}
 		return &latchkeyDriver{rdb: rdb, c: c}, nil
 	}
 }

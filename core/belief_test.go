@@ -109,7 +109,7 @@ func TestBeliefStandalone(t *testing.T) {
 			n++
 			rdb := redis.NewClient(userOptions(addr, n%2 == 0))
 			t.Cleanup(func() { rdb.Close() })
-			return core.NewRedis(rdb, core.WithKeyPrefix(prefix), core.WithObserver(obs)), []*keyFault{newKeyFault(t, rdb)}
+			return mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix), core.WithObserver(obs))), []*keyFault{newKeyFault(t, rdb)}
 		},
 		truth: func(ctx context.Context, names []string) ([]string, error) {
 			return mget(ctx, probe, names)
@@ -130,7 +130,7 @@ func TestBeliefCluster(t *testing.T) {
 				DialTimeout: 300 * time.Millisecond, MaxRetries: 1, PoolSize: 32,
 			})
 			t.Cleanup(func() { cc.Close() })
-			return core.NewRedis(cc, core.WithKeyPrefix(prefix), core.WithObserver(obs)), []*keyFault{newKeyFault(t, cc)}
+			return mustNew(core.NewRedis(cc, core.WithKeyPrefix(prefix), core.WithObserver(obs))), []*keyFault{newKeyFault(t, cc)}
 		},
 		truth: func(ctx context.Context, names []string) ([]string, error) {
 			return mget(ctx, probe, names)
@@ -157,7 +157,7 @@ func TestBeliefRedlock(t *testing.T) {
 				nodes = append(nodes, rdb)
 				hooks = append(hooks, newKeyFault(t, rdb))
 			}
-			return core.NewRedlock(nodes, core.WithKeyPrefix(prefix), core.WithObserver(obs)), hooks
+			return mustNew(core.NewRedlock(nodes, core.WithKeyPrefix(prefix), core.WithObserver(obs))), hooks
 		},
 		pause: func(t *testing.T, rng *rand.Rand, d time.Duration) {
 			pauseMu.Lock() // one node at a time: a majority stays up

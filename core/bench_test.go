@@ -54,7 +54,7 @@ func benchParallel(b *testing.B, c *core.Client) {
 }
 
 func BenchmarkMemory(b *testing.B) {
-	c := core.NewMemory()
+	c := mustNew(core.NewMemory())
 	defer c.Close()
 	b.Run("Cycle", func(b *testing.B) { benchCycle(b, c) })
 	b.Run("Parallel", func(b *testing.B) { benchParallel(b, c) })
@@ -64,7 +64,7 @@ func BenchmarkMemory(b *testing.B) {
 // server's own CPU time per cycle (INFO commandstats) as redis-µs/op.
 func BenchmarkRedis(b *testing.B) {
 	rdb := redistest.StartServer(b).Client(b)
-	c := core.NewRedis(rdb)
+	c := mustNew(core.NewRedis(rdb))
 	defer c.Close()
 	withServerCPU := func(f func(*testing.B, *core.Client)) func(*testing.B) {
 		return func(b *testing.B) {

@@ -27,21 +27,26 @@ type Client struct {
 	attempts  sync.RWMutex // read-held by each acquisition attempt; Close waits for them
 }
 
-func newClient(opts []Option) *Client {
+// newClient applies opts; the error is the first invalid one.
+func newClient(opts []Option) (*Client, error) {
 	c := &Client{cfg: clientConfig{prefix: DefaultKeyPrefix, lock: defaultSettings()}, done: make(chan struct{})}
 	for _, o := range opts {
 		if o != nil {
 			o.applyClient(&c.cfg)
 		}
 	}
-	if c.cfg.err == nil && c.cfg.lock.err != nil {
-		c.cfg.err = c.cfg.lock.err
-	}
-	if c.cfg.err == nil && c.cfg.lock.token != "" {
-		c.cfg.err = fmt.Errorf("%w: WithToken is per lock", ErrInvalidOption)
+	switch {
+	case c.cfg.err != nil:
+		return nil, c.cfg.err
+	case c.cfg.lock.err != nil:
+		return nil, c.cfg.lock.err
+	case c.cfg.lock.token != "":
+		return nil, fmt.Errorf("%w: WithToken is per lock", ErrInvalidOption)
+	case c.cfg.lock.ttl < time.Millisecond:
+		return nil, fmt.Errorf("%w: %v (want at least 1ms)", ErrInvalidTTL, c.cfg.lock.ttl)
 	}
 	c.wd.init(c)
-	return c
+	return c, nil
 }
 
 // setBackend attaches the backend and its notifier.
@@ -52,9 +57,6 @@ func (c *Client) setBackend(be backend, linger time.Duration) {
 
 // prepare validates a lock call and returns its settings.
 func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (settings, error) {
-	if c.cfg.err != nil {
-		return settings{}, c.cfg.err
-	}
 	select {
 	case <-c.done:
 		return settings{}, ErrClosed
@@ -356,9 +358,6 @@ func (c *Client) Do(ctx context.Context, key string, fn func(context.Context) er
 // Inspect tells an operator who holds key: its token, metadata, fence and
 // remaining TTL. It reads without changing anything.
 func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
-	if c.cfg.err != nil {
-		return Info{}, c.cfg.err
-	}
 	if err := validKey(key); err != nil {
 		return Info{}, err
 	}
@@ -378,9 +377,10 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 // server for the TTL their holder chose. Release and Extend of a lease
 // taken before Close return an error matching ErrClosed. Close does not
 // close the Redis clients given to the constructor. Calling it again does
-// nothing.
+// nothing, and so does Close on a nil *Client (what a failed constructor
+// returns).
 func (c *Client) Close() error {
-	if c.cfg.err != nil && c.be == nil {
+	if c == nil {
 		return nil
 	}
 	c.closeOnce.Do(func() {

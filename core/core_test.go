@@ -16,7 +16,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestMemoryConformance(t *testing.T) {
-	locktest.Run(t, func(t *testing.T) *core.Client { return core.NewMemory() })
+	locktest.Run(t, func(t *testing.T) *core.Client { return mustNew(core.NewMemory()) })
 }
 
 // startMiniredis starts a miniredis whose keys age in real time.
@@ -27,6 +27,6 @@ func startMiniredis(t *testing.T) (*miniredis.Miniredis, *redis.Client) {
 func TestMiniredisConformance(t *testing.T) {
 	locktest.Run(t, func(t *testing.T) *core.Client {
 		_, rdb := startMiniredis(t)
-		return core.NewRedis(rdb)
+		return mustNew(core.NewRedis(rdb))
 	})
 }

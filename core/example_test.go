@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -19,11 +20,14 @@ func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
 
-	locks := core.NewRedis(rdb, core.WithKeyPrefix("shop"))
+	locks, err := core.NewRedis(rdb, core.WithKeyPrefix("shop"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
 
 	ctx := context.Background()
-	err := locks.Do(ctx, "sku:42", func(ctx context.Context) error {
+	err = locks.Do(ctx, "sku:42", func(ctx context.Context) error {
 		// Only one process runs this at a time. ctx is cancelled if the
 		// lock is lost.
 		fmt.Println("deducting stock for sku:42")
@@ -37,12 +41,15 @@ func Example() {
 
 // This example shows TryLock failing on a held key, and the fence rising.
 func ExampleClient_TryLock() {
-	locks := core.NewMemory()
+	locks, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
 	ctx := context.Background()
 
 	first, _ := locks.TryLock(ctx, "report:daily")
-	_, err := locks.TryLock(ctx, "report:daily")
+	_, err = locks.TryLock(ctx, "report:daily")
 	fmt.Println("second attempt:", errors.Is(err, core.ErrNotAcquired))
 	first.Release(ctx)
 
@@ -57,14 +64,17 @@ func ExampleClient_TryLock() {
 // This example waits for a held key, bounded by a wait timeout; the error
 // carries both the contention and its cause.
 func ExampleClient_Lock() {
-	locks := core.NewMemory()
+	locks, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
 	ctx := context.Background()
 
 	holder, _ := locks.TryLock(ctx, "invoice:7")
 	defer holder.Release(ctx)
 
-	_, err := locks.Lock(ctx, "invoice:7", core.WithWaitTimeout(50*time.Millisecond))
+	_, err = locks.Lock(ctx, "invoice:7", core.WithWaitTimeout(50*time.Millisecond))
 	fmt.Println(errors.Is(err, core.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded))
 	// Output: true true
 }
@@ -72,10 +82,13 @@ func ExampleClient_Lock() {
 // This example runs a callback under the lock; a nested lock call of the
 // same key with the callback's context re-enters the lease.
 func ExampleClient_Do() {
-	locks := core.NewMemory()
+	locks, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
 
-	err := locks.Do(context.Background(), "account:9", func(ctx context.Context) error {
+	err = locks.Do(context.Background(), "account:9", func(ctx context.Context) error {
 		inner, err := locks.TryLock(ctx, "account:9") // re-enters, no deadlock
 		if err != nil {
 			return err
@@ -93,7 +106,10 @@ func ExampleClient_Do() {
 // This example passes the fence with a write so the store can reject a
 // writer whose lease expired while it paused.
 func ExampleLock_Fence() {
-	locks := core.NewMemory()
+	locks, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -119,7 +135,10 @@ func ExampleLock_Fence() {
 
 // This example watches for the loss of a lease.
 func ExampleLock_Lost() {
-	locks := core.NewMemory()
+	locks, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -135,7 +154,10 @@ func ExampleLock_Lost() {
 
 // This example extends a lease by hand.
 func ExampleLock_Extend() {
-	locks := core.NewMemory()
+	locks, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -150,7 +172,10 @@ func ExampleLock_Extend() {
 
 // This example shows who holds a key.
 func ExampleClient_Inspect() {
-	locks := core.NewMemory()
+	locks, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -164,7 +189,10 @@ func ExampleClient_Inspect() {
 // This example hands a lease to another process, which re-enters it with
 // the token.
 func ExampleWithToken() {
-	locks := core.NewMemory()
+	locks, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
 	ctx := context.Background()
 
@@ -180,7 +208,10 @@ func ExampleWithToken() {
 // This example reads the fence inside Do, to send with the writes the
 // callback makes.
 func ExampleFenceFromContext() {
-	locks := core.NewMemory()
+	locks, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
 
 	locks.Do(context.Background(), "ledger:7", func(ctx context.Context) error {
@@ -199,7 +230,10 @@ func ExampleFenceFromContext() {
 // tick wins, any later one is told it was taken, and a claim that arrives
 // after the tick's window is refused as late.
 func ExampleClient_Records() {
-	locks := core.NewMemory()
+	locks, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
 	ctx := context.Background()
 	recs := locks.Records()

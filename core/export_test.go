@@ -12,3 +12,11 @@ func StorageNames(prefix, key string) []string {
 	n := c.names(key)
 	return []string{n.lease, n.fence, n.queue, n.dues}
 }
+
+// mustNew returns v, or panics with err.
+func mustNew[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -40,14 +40,14 @@ func (o lossCounter) LeaseLost(_ context.Context, key string, fence int64, _ tim
 
 // redisClient returns a Client on rdb, as one worker process would have.
 func (r *faultRun) redisClient(rdb redis.UniversalClient) *core.Client {
-	c := core.NewRedis(rdb, core.WithKeyPrefix(r.prefix), core.WithObserver(r.observer()))
+	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(r.prefix), core.WithObserver(r.observer())))
 	r.t.Cleanup(func() { c.Close() })
 	return c
 }
 
 // redlockClient returns a Redlock Client over nodes.
 func (r *faultRun) redlockClient(nodes []redis.UniversalClient) *core.Client {
-	c := core.NewRedlock(nodes, core.WithKeyPrefix(r.prefix), core.WithObserver(r.observer()))
+	c := mustNew(core.NewRedlock(nodes, core.WithKeyPrefix(r.prefix), core.WithObserver(r.observer())))
 	r.t.Cleanup(func() { c.Close() })
 	return c
 }

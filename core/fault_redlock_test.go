@@ -278,7 +278,7 @@ func TestFaultRedlockReleaseAfterTakeover(t *testing.T) {
 		for _, mr := range mrs[:2] {
 			mr.FastForward(time.Minute)
 		}
-		b := core.NewRedlock(nodes, core.WithKeyPrefix(prefix))
+		b := mustNew(core.NewRedlock(nodes, core.WithKeyPrefix(prefix)))
 		t.Cleanup(func() { b.Close() })
 		l, err := b.TryLock(ctx, "k")
 		if err != nil {
@@ -289,7 +289,7 @@ func TestFaultRedlockReleaseAfterTakeover(t *testing.T) {
 
 	t.Run("Release", func(t *testing.T) {
 		prefix := testPrefix()
-		a := core.NewRedlock(nodes, core.WithKeyPrefix(prefix))
+		a := mustNew(core.NewRedlock(nodes, core.WithKeyPrefix(prefix)))
 		defer a.Close()
 		l, err := a.TryLock(ctx, "k", core.WithTTL(30*time.Second))
 		if err != nil {
@@ -308,7 +308,7 @@ func TestFaultRedlockReleaseAfterTakeover(t *testing.T) {
 
 	t.Run("Do", func(t *testing.T) {
 		prefix := testPrefix()
-		a := core.NewRedlock(nodes, core.WithKeyPrefix(prefix))
+		a := mustNew(core.NewRedlock(nodes, core.WithKeyPrefix(prefix)))
 		defer a.Close()
 		var b *core.Lock
 		err := a.Do(ctx, "k", func(ctx context.Context) error {
@@ -338,7 +338,7 @@ func TestFaultRedlockSlowFenceWriteBack(t *testing.T) {
 		nodes = append(nodes, faultRedis(t, mr.Addr()))
 	}
 	prefix := testPrefix()
-	c := core.NewRedlock(nodes, core.WithKeyPrefix(prefix))
+	c := mustNew(core.NewRedlock(nodes, core.WithKeyPrefix(prefix)))
 	defer c.Close()
 	ctx := ctxFor(t, 10*time.Second)
 	warm, err := c.TryLock(ctx, "warm-up", core.WithTTL(10*time.Second)) // loads the scripts

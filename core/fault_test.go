@@ -290,7 +290,7 @@ func TestFaultLossReportedAtExpiry(t *testing.T) {
 			opts.Addr = fp.Addr()
 			rdb := redis.NewClient(&opts)
 			t.Cleanup(func() { rdb.Close() })
-			c := core.NewRedis(rdb, core.WithKeyPrefix(testPrefix()))
+			c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(testPrefix())))
 			defer c.Close()
 			ctx := ctxFor(t, 20*time.Second)
 			const ttl = time.Second
@@ -341,7 +341,7 @@ func TestFaultRenewalNamesCause(t *testing.T) {
 			opts.Addr = fp.Addr()
 			rdb := redis.NewClient(&opts)
 			t.Cleanup(func() { rdb.Close() })
-			c := core.NewRedis(rdb, core.WithKeyPrefix(testPrefix()))
+			c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(testPrefix())))
 			defer c.Close()
 			ctx := ctxFor(t, 20*time.Second)
 			l, err := c.Lock(ctx, "k", core.WithTTL(tc.ttl))

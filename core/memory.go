@@ -11,13 +11,18 @@ import (
 // NewMemory returns a Client whose leases live in this process: the same
 // semantics as NewRedis — tokens, fences, TTLs, renewal, notifications,
 // re-entry — for tests and single-process programs. Fences start at 1.
-func NewMemory(opts ...Option) *Client {
-	c := newClient(opts)
+// The error is ErrInvalidOption (or ErrInvalidTTL) saying which option is
+// wrong.
+func NewMemory(opts ...Option) (*Client, error) {
+	c, err := newClient(opts)
+	if err != nil {
+		return nil, err
+	}
 	m := &memoryBackend{leases: make(map[string]memLease), fences: make(map[string]int64),
 		queues: make(map[string]*memQueue)}
 	c.setBackend(m, 0)
 	m.nt = c.nt
-	return c
+	return c, nil
 }
 
 type memLease struct {

@@ -53,7 +53,7 @@ func (r *recorder) find(op core.Op) []core.OpResult {
 
 func TestObserver(t *testing.T) {
 	rec := &recorder{}
-	c := core.NewMemory(core.WithObserver(rec))
+	c := mustNew(core.NewMemory(core.WithObserver(rec)))
 	defer c.Close()
 	ctx := context.Background()
 

@@ -84,7 +84,8 @@ type lockOption func(*settings)
 
 // WithTTL sets the lease length (default DefaultTTL, 30 s). A lease that is
 // not renewed expires this long after it was acquired or last extended. A
-// TTL under one millisecond makes the lock calls fail with ErrInvalidTTL; a
+// TTL under one millisecond is ErrInvalidTTL (from the constructor when
+// given as a Client default, else from the lock call); a
 // fraction of a millisecond is dropped (Redis counts whole milliseconds).
 func WithTTL(ttl time.Duration) SharedOption {
 	return sharedOption(func(s *settings) { s.ttl = ttl })

@@ -68,7 +68,7 @@ func TestOutageIsNotContention(t *testing.T) {
 		{"as the README advises", &redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: 300 * time.Millisecond}, true},
 	} {
 		rdb := redis.NewClient(tc.opts)
-		c := core.NewRedis(rdb)
+		c := mustNew(core.NewRedis(rdb))
 		for _, wait := range []bool{false, true} {
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			var err error
@@ -97,7 +97,7 @@ func TestOutageIsNotContention(t *testing.T) {
 }
 
 func TestCancelledBeforeAttemptIsNotContention(t *testing.T) {
-	c := core.NewMemory()
+	c := mustNew(core.NewMemory())
 	defer c.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -113,7 +113,7 @@ func TestCancelledBeforeAttemptIsNotContention(t *testing.T) {
 func TestWaitTimeoutBoundsFirstAttempt(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: silentAddr(t), ContextTimeoutEnabled: true, MaxRetries: -1, ReadTimeout: 5 * time.Second})
 	defer rdb.Close()
-	c := core.NewRedis(rdb)
+	c := mustNew(core.NewRedis(rdb))
 	defer c.Close()
 	start := time.Now()
 	_, err := c.Lock(context.Background(), "k", core.WithWaitTimeout(300*time.Millisecond))
@@ -128,7 +128,7 @@ func TestWaitTimeoutBoundsFirstAttempt(t *testing.T) {
 
 // Errors print on one line, whatever they join.
 func TestErrorsOneLine(t *testing.T) {
-	c := core.NewMemory()
+	c := mustNew(core.NewMemory())
 	defer c.Close()
 	err := c.Do(context.Background(), "k", func(ctx context.Context) error {
 		info, _ := c.Inspect(ctx, "k")

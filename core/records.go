@@ -51,9 +51,6 @@ func (v ClaimVerdict) String() string {
 }
 
 func (r *Records) check(key string) error {
-	if r.c.cfg.err != nil {
-		return r.c.cfg.err
-	}
 	return validKey(key)
 }
 

@@ -14,10 +14,10 @@ import (
 // recordClients are the backends the record tests run on.
 func recordClients() map[string]func(t *testing.T) *core.Client {
 	return map[string]func(t *testing.T) *core.Client{
-		"memory": func(t *testing.T) *core.Client { return core.NewMemory() },
+		"memory": func(t *testing.T) *core.Client { return mustNew(core.NewMemory()) },
 		"miniredis": func(t *testing.T) *core.Client {
 			_, rdb := startMiniredis(t)
-			return core.NewRedis(rdb)
+			return mustNew(core.NewRedis(rdb))
 		},
 		"redlock": func(t *testing.T) *core.Client {
 			var nodes []redis.UniversalClient
@@ -25,11 +25,11 @@ func recordClients() map[string]func(t *testing.T) *core.Client {
 				_, rdb := startMiniredis(t)
 				nodes = append(nodes, rdb)
 			}
-			return core.NewRedlock(nodes)
+			return mustNew(core.NewRedlock(nodes))
 		},
 		"redis": func(t *testing.T) *core.Client {
 			rdb := redistest.Client(t) // skips (or fails) without a Redis
-			return core.NewRedis(rdb, core.WithKeyPrefix(redistest.Prefix(t, rdb)))
+			return mustNew(core.NewRedis(rdb, core.WithKeyPrefix(redistest.Prefix(t, rdb))))
 		},
 	}
 }
@@ -139,7 +139,7 @@ func TestRecordClaimWithinRedlockClocks(t *testing.T) {
 				mr.SetTime(planned.Add(off))
 				nodes = append(nodes, rdb)
 			}
-			c := core.NewRedlock(nodes)
+			c := mustNew(core.NewRedlock(nodes))
 			defer c.Close()
 			store := c.Records()
 			ctx := context.Background()

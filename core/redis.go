@@ -56,8 +56,9 @@ var (
 // server (*redis.Client), a Sentinel group (*redis.Client from
 // redis.NewFailoverClient) or a Cluster (*redis.ClusterClient). All keys of
 // one lock share a hash tag, so every script runs on one Cluster slot.
-// Scripts run with EVALSHA. NewRedis does no I/O; a nil rdb makes every
-// call fail with ErrNilClient.
+// Scripts run with EVALSHA. NewRedis does no I/O; the error is
+// ErrNilClient for a nil rdb, or ErrInvalidOption (or ErrInvalidTTL)
+// saying which option is wrong.
 //
 // The watchdog declares a lease lost at its expiry even if a renewal is
 // still waiting for Redis, whatever the client's timeouts. Configure the
@@ -66,18 +67,18 @@ var (
 // then reports its real cause (a refused connection, say) instead of
 // "context deadline exceeded": each renewal attempt gets a third of the
 // time the lease has left.
-func NewRedis(rdb redis.UniversalClient, opts ...Option) *Client {
-	c := newClient(opts)
+func NewRedis(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if isNil(rdb) {
-		if c.cfg.err == nil {
-			c.cfg.err = ErrNilClient
-		}
-		rdb = nil
+		return nil, ErrNilClient
+	}
+	c, err := newClient(opts)
+	if err != nil {
+		return nil, err
 	}
 	rb := &redisBackend{rdb: rdb, ackN: c.cfg.ackN, ackTimeout: c.cfg.ackTimeout}
 	c.setBackend(rb, 2*time.Second)
 	rb.ps.init(rdb, c.nt)
-	return c
+	return c, nil
 }
 
 func isNil(v any) bool {

@@ -21,7 +21,7 @@ func testPrefix() string { return "lktest-" + rand.Text()[:10] }
 func TestRedisConformance(t *testing.T) {
 	rdb := redistest.Client(t)
 	locktest.Run(t, func(t *testing.T) *core.Client {
-		return core.NewRedis(rdb, core.WithKeyPrefix(redistest.Prefix(t, rdb)))
+		return mustNew(core.NewRedis(rdb, core.WithKeyPrefix(redistest.Prefix(t, rdb))))
 	})
 }
 
@@ -29,7 +29,7 @@ func TestClusterConformance(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	rdb := cluster.Client(t)
 	locktest.Run(t, func(t *testing.T) *core.Client {
-		return core.NewRedis(rdb, core.WithKeyPrefix(testPrefix()))
+		return mustNew(core.NewRedis(rdb, core.WithKeyPrefix(testPrefix())))
 	})
 }
 
@@ -43,8 +43,8 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 func TestRedisAcrossClients(t *testing.T) {
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t, rdb)
-	a := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
-	b := core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix))
+	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+	b := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
 	defer a.Close()
 	defer b.Close()
 	ctx := ctxFor(t, 30*time.Second)
@@ -93,7 +93,7 @@ func TestRedisAcrossClients(t *testing.T) {
 func TestFenceSurvivesEmptyRestart(t *testing.T) {
 	srv := redistest.StartServer(t)
 	rdb := srv.Client(t)
-	c := core.NewRedis(rdb)
+	c := mustNew(core.NewRedis(rdb))
 	defer c.Close()
 	ctx := ctxFor(t, 30*time.Second)
 
@@ -125,7 +125,7 @@ func TestFenceSurvivesEmptyRestart(t *testing.T) {
 // holder whose server disappears is told its lease is lost.
 func TestRedisDown(t *testing.T) {
 	srv := redistest.StartServer(t)
-	c := core.NewRedis(srv.Client(t))
+	c := mustNew(core.NewRedis(srv.Client(t)))
 	defer c.Close()
 	ctx := ctxFor(t, 30*time.Second)
 
@@ -155,7 +155,7 @@ func TestRedisDown(t *testing.T) {
 // A pause shorter than the TTL is ridden out by retrying renewals.
 func TestRenewalRidesOutPause(t *testing.T) {
 	srv := redistest.StartServer(t)
-	c := core.NewRedis(srv.Client(t))
+	c := mustNew(core.NewRedis(srv.Client(t)))
 	defer c.Close()
 	ctx := ctxFor(t, 30*time.Second)
 
@@ -181,7 +181,7 @@ func TestRenewalRidesOutPause(t *testing.T) {
 // watchdog's pipelined renewals.
 func TestScriptsReloaded(t *testing.T) {
 	rdb := redistest.Client(t)
-	c := core.NewRedis(rdb, core.WithKeyPrefix(redistest.Prefix(t, rdb)))
+	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(redistest.Prefix(t, rdb))))
 	defer c.Close()
 	ctx := ctxFor(t, 30*time.Second)
 
@@ -213,7 +213,7 @@ func TestScriptsReloaded(t *testing.T) {
 func TestRedisKeyLayout(t *testing.T) {
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t, rdb)
-	c := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
 	defer c.Close()
 	ctx := ctxFor(t, 10*time.Second)
 
@@ -235,22 +235,35 @@ func TestRedisKeyLayout(t *testing.T) {
 	}
 }
 
-func TestNilClient(t *testing.T) {
+// TestConstructorErrors: the constructors refuse what cannot work, and
+// Close on what they return then (nil) does nothing.
+func TestConstructorErrors(t *testing.T) {
 	var nilClient *redis.Client
-	for _, c := range []*core.Client{core.NewRedis(nil), core.NewRedis(nilClient)} {
-		if _, err := c.TryLock(context.Background(), "k"); !errors.Is(err, core.ErrNilClient) {
-			t.Fatalf("TryLock on a nil client: %v", err)
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	for _, tc := range []struct {
+		name string
+		new  func() (*core.Client, error)
+		want error
+	}{
+		{"nil", func() (*core.Client, error) { return core.NewRedis(nil) }, core.ErrNilClient},
+		{"typed nil", func() (*core.Client, error) { return core.NewRedis(nilClient) }, core.ErrNilClient},
+		{"bad prefix", func() (*core.Client, error) { return core.NewRedis(rdb, core.WithKeyPrefix("a{b")) }, core.ErrInvalidOption},
+		{"memory bad prefix", func() (*core.Client, error) { return core.NewMemory(core.WithKeyPrefix("a{b")) }, core.ErrInvalidOption},
+		{"memory bad ttl", func() (*core.Client, error) { return core.NewMemory(core.WithTTL(-time.Second)) }, core.ErrInvalidTTL},
+		{"redlock none", func() (*core.Client, error) { return core.NewRedlock(nil) }, core.ErrInvalidOption},
+		{"redlock nil node", func() (*core.Client, error) {
+			return core.NewRedlock([]redis.UniversalClient{rdb, nilClient, rdb})
+		}, core.ErrNilClient},
+	} {
+		c, err := tc.new()
+		if !errors.Is(err, tc.want) || c != nil {
+			t.Errorf("%s: %v, %v; want nil, %v", tc.name, c, err, tc.want)
 		}
-		if _, err := c.Inspect(context.Background(), "k"); !errors.Is(err, core.ErrNilClient) {
-			t.Fatalf("Inspect on a nil client: %v", err)
+		if err := c.Close(); err != nil {
+			t.Errorf("%s: Close on nil: %v", tc.name, err)
 		}
-		c.Close()
 	}
-	c := core.NewMemory(core.WithKeyPrefix("a{b"))
-	if _, err := c.TryLock(context.Background(), "k"); !errors.Is(err, core.ErrInvalidOption) {
-		t.Fatalf("bad prefix: %v", err)
-	}
-	c.Close()
 }
 
 // A fair waiter that died still sits in the queue: the grant it cannot
@@ -258,7 +271,7 @@ func TestNilClient(t *testing.T) {
 func TestFairDeadWaiterPassesOn(t *testing.T) {
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t, rdb)
-	c := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
 	defer c.Close()
 	ctx := ctxFor(t, 30*time.Second)
 
@@ -322,7 +335,7 @@ func TestReplicaAck(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	prdb := primary.Client(t)
-	c := core.NewRedis(prdb, core.WithReplicaAck(1, time.Second))
+	c := mustNew(core.NewRedis(prdb, core.WithReplicaAck(1, time.Second)))
 	defer c.Close()
 
 	// A TTL long enough that a renewal attempt (a third of the time left)
@@ -342,7 +355,7 @@ func TestReplicaAck(t *testing.T) {
 	}
 
 	replica.Kill(t)
-	other := core.NewRedis(prdb, core.WithReplicaAck(1, 50*time.Millisecond))
+	other := mustNew(core.NewRedis(prdb, core.WithReplicaAck(1, 50*time.Millisecond)))
 	defer other.Close()
 	_, err = other.TryLock(ctx, "other")
 	if !errors.Is(err, core.ErrReplicaAck) {
@@ -359,9 +372,7 @@ func TestReplicaAck(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("renewals without acknowledgement did not end the lease")
 	}
-	bad := core.NewRedis(prdb, core.WithReplicaAck(-1, 0))
-	defer bad.Close()
-	if _, err := bad.TryLock(ctx, "x"); !errors.Is(err, core.ErrInvalidOption) {
+	if _, err := core.NewRedis(prdb, core.WithReplicaAck(-1, 0)); !errors.Is(err, core.ErrInvalidOption) {
 		t.Fatalf("bad WithReplicaAck: %v", err)
 	}
 }
@@ -379,6 +390,6 @@ func TestSentinelConformance(t *testing.T) {
 		t.Fatalf("through the sentinel: %v", err)
 	}
 	locktest.Run(t, func(t *testing.T) *core.Client {
-		return core.NewRedis(rdb, core.WithKeyPrefix(testPrefix()))
+		return mustNew(core.NewRedis(rdb, core.WithKeyPrefix(testPrefix())))
 	})
 }

@@ -37,20 +37,23 @@ import (
 // lower fences turns an overlap into a rejected write. WithFair is not
 // available on Redlock. Re-entering a lease with WithToken may report a
 // higher fence than the original acquisition (the highest counter among the
-// nodes that answered), never a lower one.
-func NewRedlock(nodes []redis.UniversalClient, opts ...Option) *Client {
-	c := newClient(opts)
-	if len(nodes) == 0 && c.cfg.err == nil {
-		c.cfg.err = fmt.Errorf("%w: Redlock needs at least one node", ErrInvalidOption)
+// nodes that answered), never a lower one. No nodes is ErrInvalidOption, a
+// nil node ErrNilClient.
+func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("%w: Redlock needs at least one node", ErrInvalidOption)
+	}
+	for i, rdb := range nodes {
+		if isNil(rdb) {
+			return nil, fmt.Errorf("%w: node %d", ErrNilClient, i)
+		}
+	}
+	c, err := newClient(opts)
+	if err != nil {
+		return nil, err
 	}
 	rl := &redlockBackend{quorum: len(nodes)/2 + 1}
 	for i, rdb := range nodes {
-		if isNil(rdb) {
-			if c.cfg.err == nil {
-				c.cfg.err = fmt.Errorf("%w: node %d", ErrNilClient, i)
-			}
-			rdb = nil
-		}
 		rl.nodes = append(rl.nodes, &redisBackend{rdb: rdb, ackN: c.cfg.ackN, ackTimeout: c.cfg.ackTimeout})
 		rl.names = append(rl.names, nodeName(i, rdb))
 	}
@@ -58,7 +61,7 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) *Client {
 	for _, nd := range rl.nodes {
 		nd.ps.init(nd.rdb, c.nt)
 	}
-	return c
+	return c, nil
 }
 
 // A QuorumError reports a Redlock operation that failed because too few

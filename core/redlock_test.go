@@ -22,7 +22,7 @@ func TestRedlockMiniredisConformance(t *testing.T) {
 			_, rdb := startMiniredis(t)
 			nodes = append(nodes, rdb)
 		}
-		c := core.NewRedlock(nodes)
+		c := mustNew(core.NewRedlock(nodes))
 		warmUp(t, c)
 		return c
 	})
@@ -58,7 +58,7 @@ func fiveNodes(t *testing.T) ([]*redistest.Server, []redis.UniversalClient) {
 func TestRedlockConformance(t *testing.T) {
 	_, nodes := fiveNodes(t)
 	locktest.Run(t, func(t *testing.T) *core.Client {
-		c := core.NewRedlock(nodes, core.WithKeyPrefix(testPrefix()))
+		c := mustNew(core.NewRedlock(nodes, core.WithKeyPrefix(testPrefix())))
 		warmUp(t, c)
 		return c
 	})
@@ -66,7 +66,7 @@ func TestRedlockConformance(t *testing.T) {
 
 func TestRedlockNodeLoss(t *testing.T) {
 	srvs, nodes := fiveNodes(t)
-	c := core.NewRedlock(nodes)
+	c := mustNew(core.NewRedlock(nodes))
 	defer c.Close()
 	ctx := ctxFor(t, 30*time.Second)
 
@@ -110,7 +110,7 @@ func TestRedlockNodeLoss(t *testing.T) {
 // fence keeps rising.
 func TestRedlockNodeRestartHealed(t *testing.T) {
 	srvs, nodes := fiveNodes(t)
-	c := core.NewRedlock(nodes)
+	c := mustNew(core.NewRedlock(nodes))
 	defer c.Close()
 	ctx := ctxFor(t, 30*time.Second)
 
@@ -163,7 +163,7 @@ func TestRedlockClockJump(t *testing.T) {
 		t.Cleanup(func() { rdb.Close() })
 		mrs, nodes = append(mrs, mr), append(nodes, rdb)
 	}
-	c := core.NewRedlock(nodes)
+	c := mustNew(core.NewRedlock(nodes))
 	defer c.Close()
 	ctx := context.Background()
 	l, err := c.TryLock(ctx, "k", core.WithTTL(time.Second))

@@ -52,7 +52,7 @@ func TestReviewAcquireRacingCloseLeavesNothing(t *testing.T) {
 		nodes = append(nodes, rdb)
 		raw = append(raw, rdb)
 	}
-	c := NewRedlock(nodes, WithKeyPrefix("pz"))
+	c := mustNew(NewRedlock(nodes, WithKeyPrefix("pz")))
 	p := &pauseAfterAcquire{backend: c.be, c: c, done: make(chan struct{})}
 	c.be = p
 	l, err := c.TryLock(context.Background(), "k", WithTTL(time.Minute))
@@ -73,7 +73,7 @@ func TestReviewAcquireRacingCloseLeavesNothing(t *testing.T) {
 
 // Nested Do calls do not pile callbacks up on the lease.
 func TestReviewNestedDoLeavesNoCallbacks(t *testing.T) {
-	c := NewMemory()
+	c := mustNew(NewMemory())
 	defer c.Close()
 	ctx := context.Background()
 	c.Do(ctx, "k", func(ctx context.Context) error {
@@ -94,7 +94,7 @@ func TestReviewNestedDoLeavesNoCallbacks(t *testing.T) {
 // A TTL with a fraction of a millisecond is counted in whole milliseconds,
 // as Redis counts it, so the deadline is never past the server's expiry.
 func TestTTLTruncated(t *testing.T) {
-	c := NewMemory()
+	c := mustNew(NewMemory())
 	defer c.Close()
 	h, err := c.TryLock(context.Background(), "k", WithTTL(30*time.Millisecond+990*time.Microsecond), WithDriftMargin(0))
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 // WithToken re-entry in the same Client: two lease structs, one server lease.
 func TestReviewTokenTwinToldMemory(t *testing.T) {
 	ctx := context.Background()
-	c := core.NewMemory()
+	c := mustNew(core.NewMemory())
 	defer c.Close()
 	a, err := c.TryLock(ctx, "k", core.WithTTL(3*time.Second))
 	if err != nil {
@@ -44,9 +44,9 @@ func TestReviewTokenTwinToldMemory(t *testing.T) {
 func TestReviewTokenTwinToldRedis(t *testing.T) {
 	ctx := context.Background()
 	rdb, prefix := sharedRedis(t)
-	c := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
 	defer c.Close()
-	c2 := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+	c2 := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
 	defer c2.Close()
 	a, err := c.TryLock(ctx, "k", core.WithTTL(3*time.Second))
 	if err != nil {
@@ -75,7 +75,7 @@ func TestReviewTokenTwinToldRedis(t *testing.T) {
 func TestReviewReentryFenceAfterCounterExpiry(t *testing.T) {
 	ctx := context.Background()
 	mr, rdb := redistest.Miniredis(t, false)
-	c := core.NewRedis(rdb, core.WithKeyPrefix("pz"))
+	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix("pz")))
 	defer c.Close()
 	// seed counter long ago
 	x, err := c.TryLock(ctx, "k", core.WithTTL(time.Hour), core.WithAutoRenew(false))
@@ -105,7 +105,7 @@ func TestReviewReentryFenceAfterCounterExpiry(t *testing.T) {
 func TestReviewLateAnswersKeepRenewing(t *testing.T) {
 	rdb, prefix := sharedRedis(t)
 	kf := newKeyFault(t, rdb)
-	c := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
 	defer c.Close()
 	ctx := context.Background()
 	h, err := c.TryLock(ctx, "a", core.WithTTL(300*time.Millisecond))
@@ -130,7 +130,7 @@ func TestReviewTimedOutAcquireLeavesNothing(t *testing.T) {
 	srv := redistest.StartServer(t, "--enable-debug-command", "yes")
 	rdb := srv.Client(t) // ContextTimeoutEnabled
 	admin := srv.Client(t)
-	c := core.NewRedis(rdb, core.WithKeyPrefix("pz"))
+	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix("pz")))
 	defer c.Close()
 	bg := context.Background()
 	// warm up (load script, dial)

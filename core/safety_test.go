@@ -99,9 +99,9 @@ func TestSafetyHungRenewalStarvesNobody(t *testing.T) {
 	rdb, prefix := sharedRedis(t)
 	kf := newKeyFault(t, rdb)
 	clock := newLossClock()
-	c := core.NewRedis(rdb, core.WithKeyPrefix(prefix), core.WithObserver(clock))
+	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix), core.WithObserver(clock)))
 	defer c.Close()
-	rival := core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix))
+	rival := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
 	defer rival.Close()
 	ctx := context.Background()
 
@@ -136,9 +136,9 @@ func TestSafetyExtendRacingRenewal(t *testing.T) {
 	rdb, prefix := sharedRedis(t)
 	kf := newKeyFault(t, rdb)
 	clock := newLossClock()
-	c := core.NewRedis(rdb, core.WithKeyPrefix(prefix), core.WithObserver(clock))
+	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix), core.WithObserver(clock)))
 	defer c.Close()
-	rival := core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix))
+	rival := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
 	defer rival.Close()
 	ctx := context.Background()
 
@@ -176,11 +176,11 @@ func TestSafetyReentryNeverShortens(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb, prefix := sharedRedis(t)
 			clock := newLossClock()
-			c := core.NewRedis(rdb, core.WithKeyPrefix(prefix), core.WithObserver(clock))
+			c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix), core.WithObserver(clock)))
 			defer c.Close()
-			other := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+			other := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
 			defer other.Close()
-			rival := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+			rival := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
 			defer rival.Close()
 			ctx := context.Background()
 
@@ -208,7 +208,7 @@ func TestSafetyReentryNeverShortens(t *testing.T) {
 func TestSafetyCloseDuringRenewal(t *testing.T) {
 	rdb, prefix := sharedRedis(t)
 	kf := newKeyFault(t, rdb)
-	c := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
 	ctx := context.Background()
 
 	stall := kf.add(&faultRule{key: prefix + ":{k}", ttlMs: 600, delay: 3 * time.Second, times: 1})
@@ -255,9 +255,9 @@ func TestSafetySubscriptionNotLeaked(t *testing.T) {
 			return d.DialContext(ctx, network, addr)
 		}
 	})
-	holder := core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix))
+	holder := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
 	defer holder.Close()
-	c := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
 	defer c.Close()
 	bg := context.Background()
 
@@ -293,7 +293,7 @@ func TestSafetySubscriptionNotLeaked(t *testing.T) {
 
 // Finding 7: a key must work on Cluster whatever its braces, or be refused.
 func TestSafetyKeyBraces(t *testing.T) {
-	c := core.NewMemory()
+	c := mustNew(core.NewMemory())
 	defer c.Close()
 	if _, err := c.TryLock(context.Background(), "}x"); !errors.Is(err, core.ErrInvalidKey) {
 		t.Errorf("TryLock(\"}x\"): %v, want ErrInvalidKey", err)
@@ -315,7 +315,7 @@ func TestSafetyRedlockNoHealAfterRelease(t *testing.T) {
 		third = rdb
 	}
 	kf := newKeyFault(t, third)
-	c := core.NewRedlock(nodes)
+	c := mustNew(core.NewRedlock(nodes))
 	defer c.Close()
 	warmUp(t, c)
 	ctx := context.Background()

@@ -71,11 +71,11 @@ func (w *world) clock(offset time.Duration) func() time.Time {
 // cleanup, logging into a recorder.
 func newLocker(t *testing.T, rdb redis.UniversalClient, node string, opts ...cronlock.Option) (*cronlock.Locker, *core.Client, *logRec) {
 	t.Helper()
-	client := core.NewRedis(rdb)
+	client := mustNew(core.NewRedis(rdb))
 	t.Cleanup(func() { client.Close() })
 	logs := &logRec{}
 	opts = append([]cronlock.Option{cronlock.WithNodeID(node), cronlock.WithLogger(logs)}, opts...)
-	return cronlock.New(client, opts...), client, logs
+	return mustNew(cronlock.New(client, opts...)), client, logs
 }
 
 // jobName is a name unique to the test.

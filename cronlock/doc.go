@@ -7,10 +7,10 @@
 // Every node runs the same binary with its own cron.Cron and its own
 // Locker, and adds the job under the same name:
 //
-//	client := core.NewRedis(rdb)                      // one per process
-//	l := cronlock.New(client, cronlock.WithSeconds())
+//	client, err := core.NewRedis(rdb)                   // one per process
+//	l, err := cronlock.New(client, cronlock.WithSeconds()) // check each err
 //	c := cron.New(cron.WithSeconds())
-//	_, err := l.AddFunc(c, "0 0 3 * * *", "report:daily", func(ctx context.Context) error {
+//	_, err = l.AddFunc(c, "0 0 3 * * *", "report:daily", func(ctx context.Context) error {
 //		tick, _ := cronlock.TickFromContext(ctx)
 //		return buildReport(ctx, tick.Planned) // ctx ends if the lease is lost
 //	})
@@ -75,8 +75,8 @@
 // function's context; package otel implements it with spans and metrics:
 //
 //	inst := otel.New(otel.WithTracerProvider(tp), otel.WithMeterProvider(mp))
-//	client := core.NewRedis(rdb, core.WithObserver(inst))
-//	l := cronlock.New(client, cronlock.WithObserver(inst))
+//	client, err := core.NewRedis(rdb, core.WithObserver(inst))
+//	l, err := cronlock.New(client, cronlock.WithObserver(inst))
 //
 // # What it cannot do
 //

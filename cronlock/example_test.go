@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"sort"
 	"sync"
 	"time"
@@ -31,10 +32,16 @@ func Example() {
 		node string
 		skew time.Duration
 	}{{"node-a", 2 * time.Second}, {"node-b", 0}, {"node-c", -3 * time.Second}} {
-		client := core.NewRedis(rdb) // one per process
+		client, err := core.NewRedis(rdb) // one per process
+		if err != nil {
+			log.Fatal(err)
+		}
 		defer client.Close()
-		l := cronlock.New(client, cronlock.WithNodeID(n.node), cronlock.WithLocation(time.UTC),
+		l, err := cronlock.New(client, cronlock.WithNodeID(n.node), cronlock.WithLocation(time.UTC),
 			cronlock.WithClock(func() time.Time { return tick.Add(n.skew + 5*time.Second) }))
+		if err != nil {
+			log.Fatal(err)
+		}
 		job, _ := l.Job("report:daily", daily, func(ctx context.Context) error {
 			t, _ := cronlock.TickFromContext(ctx)
 			fmt.Printf("%s builds the report of %s\n", t.Node, t.Planned.Format("2006-01-02 15:04"))
@@ -61,11 +68,17 @@ func ExampleLocker_AddFunc() {
 	two := make(chan struct{})
 	var crons []*cron.Cron
 	for _, node := range []string{"node-a", "node-b", "node-c"} {
-		client := core.NewRedis(rdb)
+		client, err := core.NewRedis(rdb)
+		if err != nil {
+			log.Fatal(err)
+		}
 		defer client.Close()
-		l := cronlock.New(client, cronlock.WithNodeID(node))
+		l, err := cronlock.New(client, cronlock.WithNodeID(node))
+		if err != nil {
+			log.Fatal(err)
+		}
 		c := cron.New()
-		_, err := l.AddFunc(c, "@every 1s", "cleanup", func(ctx context.Context) error {
+		_, err = l.AddFunc(c, "@every 1s", "cleanup", func(ctx context.Context) error {
 			t, _ := cronlock.TickFromContext(ctx)
 			mu.Lock()
 			defer mu.Unlock()
@@ -105,10 +118,16 @@ func ExampleLocker_AddFunc() {
 // This example makes the cron.Job by hand and schedules it with an aligned
 // schedule — what AddFunc does — then runs one tick as the cron would.
 func ExampleLocker_Job() {
-	client := core.NewMemory() // a single process; core.NewRedis for a fleet
+	client, err := core.NewMemory() // a single process; core.NewRedis for a fleet
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer client.Close()
 	at := time.Date(2031, 5, 6, 7, 10, 0, 300_000_000, time.UTC)
-	l := cronlock.New(client, cronlock.WithClock(func() time.Time { return at }))
+	l, err := cronlock.New(client, cronlock.WithClock(func() time.Time { return at }))
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	every := cron.Every(10 * time.Minute)
 	job, err := l.Job("settle", every, func(ctx context.Context) error {
@@ -135,14 +154,20 @@ func ExampleLocker_Job() {
 // This example reads the record of a job's last run, written by whichever
 // node ran it.
 func ExampleLocker_LastRun() {
-	client := core.NewMemory()
+	client, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer client.Close()
 	at := time.Date(2031, 5, 6, 3, 0, 1, 0, time.UTC)
-	l := cronlock.New(client, cronlock.WithNodeID("node-b"), cronlock.WithLogger(cron.DiscardLogger),
+	l, err := cronlock.New(client, cronlock.WithNodeID("node-b"), cronlock.WithLogger(cron.DiscardLogger),
 		cronlock.WithClock(func() time.Time { return at }))
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	ctx := context.Background()
-	_, err := l.LastRun(ctx, "export")
+	_, err = l.LastRun(ctx, "export")
 	fmt.Println(errors.Is(err, cronlock.ErrNoRun))
 
 	job, _ := l.Job("export", cron.Every(time.Hour), func(context.Context) error {
@@ -159,11 +184,17 @@ func ExampleLocker_LastRun() {
 // This example shows the tick a job function serves, with the fence to
 // pass along with its writes.
 func ExampleTickFromContext() {
-	client := core.NewMemory()
+	client, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer client.Close()
 	at := time.Date(2031, 5, 6, 0, 0, 30, 0, time.UTC)
-	l := cronlock.New(client, cronlock.WithNodeID("node-a"),
+	l, err := cronlock.New(client, cronlock.WithNodeID("node-a"),
 		cronlock.WithClock(func() time.Time { return at }))
+	if err != nil {
+		log.Fatal(err)
+	}
 	job, _ := l.Job("rollup", cron.Every(time.Minute), func(ctx context.Context) error {
 		t, ok := cronlock.TickFromContext(ctx)
 		fmt.Println(ok, t.Name, t.Node, t.Planned.UTC().Format("15:04:05"), t.Locked, t.Fence > 0)
@@ -201,11 +232,17 @@ func (tickPrinter) TickStart(ctx context.Context, t cronlock.Tick) (context.Cont
 // traces and measures ticks — and runs the same tick twice: it runs, then
 // is skipped because it is already claimed.
 func ExampleWithObserver() {
-	client := core.NewMemory()
+	client, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer client.Close()
 	at := time.Date(2031, 5, 6, 4, 0, 9, 0, time.UTC)
-	l := cronlock.New(client, cronlock.WithNodeID("node-a"), cronlock.WithObserver(tickPrinter{}),
+	l, err := cronlock.New(client, cronlock.WithNodeID("node-a"), cronlock.WithObserver(tickPrinter{}),
 		cronlock.WithClock(func() time.Time { return at }), cronlock.WithLogger(cron.DiscardLogger))
+	if err != nil {
+		log.Fatal(err)
+	}
 	job, _ := l.Job("rollup", cron.Every(time.Minute), func(context.Context) error { return nil })
 	job.Run()
 	job.Run()

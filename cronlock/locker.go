@@ -34,34 +34,33 @@ type Locker struct {
 	client *core.Client
 	store  *core.Records
 	cfg    config
-	err    error // the first invalid option, or ErrNilClient
 }
 
-// New returns a Locker on client. New does no I/O. Invalid options, and a
-// nil client, are reported by AddFunc, Job and LastRun.
-func New(client *core.Client, opts ...Option) *Locker {
+// New returns a Locker on client. New does no I/O. The error is
+// ErrNilClient for a nil client, or ErrInvalidOption saying which option
+// is wrong.
+func New(client *core.Client, opts ...Option) (*Locker, error) {
+	if client == nil {
+		return nil, ErrNilClient
+	}
 	l := &Locker{client: client, cfg: defaultConfig()}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&l.cfg)
 		}
 	}
-	switch {
-	case client == nil:
-		l.err = ErrNilClient
-	case l.cfg.err != nil:
-		l.err = l.cfg.err
-	default:
-		l.store = client.Records()
+	if l.cfg.err != nil {
+		return nil, l.cfg.err
 	}
-	return l
+	l.store = client.Records()
+	return l, nil
 }
 
 // AddFunc schedules fn on c under name: spec is parsed with the Locker's
 // parser (WithParser, WithSeconds), and every tick runs fn on at most one
 // of the nodes that add the same name — see Job for how. It returns c's
-// entry ID, or an error matching ErrInvalidName, ErrInvalidSchedule,
-// ErrInvalidOption or ErrNilClient (and then schedules nothing).
+// entry ID, or an error matching ErrInvalidName, ErrInvalidSchedule or
+// ErrInvalidOption (and then schedules nothing).
 //
 // This:
 //
@@ -77,9 +76,6 @@ func New(client *core.Client, opts ...Option) *Locker {
 // times (see Aligned), not d after each node's cron started. The job goes
 // through c's chain (cron.WithChain) like any other.
 func (l *Locker) AddFunc(c *cron.Cron, spec, name string, fn func(ctx context.Context) error) (cron.EntryID, error) {
-	if l.err != nil {
-		return 0, l.err
-	}
 	if c == nil {
 		return 0, fmt.Errorf("%w: nil *cron.Cron", ErrInvalidOption)
 	}
@@ -132,12 +128,9 @@ func (l *Locker) AddFunc(c *cron.Cron, spec, name string, fn func(ctx context.Co
 //
 // When Redis cannot be reached the tick is skipped and logged, or run
 // without the lock with WithFailOpen(true). Job returns an error matching
-// ErrInvalidName, ErrInvalidSchedule, ErrInvalidOption or ErrNilClient
-// instead of a job that could never work.
+// ErrInvalidName, ErrInvalidSchedule or ErrInvalidOption (a nil fn) instead
+// of a job that could never work.
 func (l *Locker) Job(name string, schedule cron.Schedule, fn func(ctx context.Context) error) (cron.Job, error) {
-	if l.err != nil {
-		return nil, l.err
-	}
 	if err := validName(name); err != nil {
 		return nil, err
 	}

@@ -63,13 +63,13 @@ func runFleet(t *testing.T, addr, prefix string, nodes []fleetNode, during func(
 			rdb.AddHook(n.hook)
 		}
 		t.Cleanup(func() { rdb.Close() })
-		client := core.NewRedis(rdb, core.WithKeyPrefix(prefix)) // keys of this test run only
+		client := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix))) // keys of this test run only
 		t.Cleanup(func() { client.Close() })
 		lg := &logRec{}
 		c := cron.New(cron.WithSeconds(), cron.WithLocation(time.UTC))
 		offset := n.offset
-		l := cronlock.New(client, cronlock.WithNodeID(n.id), cronlock.WithLogger(lg), cronlock.WithSeconds(),
-			cronlock.WithLocation(time.UTC), cronlock.WithClock(func() time.Time { return time.Now().Add(offset) }))
+		l := mustNew(cronlock.New(client, cronlock.WithNodeID(n.id), cronlock.WithLogger(lg), cronlock.WithSeconds(),
+			cronlock.WithLocation(time.UTC), cronlock.WithClock(func() time.Time { return time.Now().Add(offset) })))
 		for _, j := range fleetJobs {
 			sched, err := secs.Parse(j.spec)
 			if err != nil {

@@ -45,9 +45,6 @@ const lastRunRetention = 30 * 24 * time.Hour
 // — not even when a run that lost its lease ends after the next run began. It returns ErrNoRun when there is none (never ran, or not in
 // the last 30 days or three intervals, whichever is longer).
 func (l *Locker) LastRun(ctx context.Context, name string) (Run, error) {
-	if l.err != nil {
-		return Run{}, l.err
-	}
 	if err := validName(name); err != nil {
 		return Run{}, err
 	}

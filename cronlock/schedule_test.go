@@ -83,9 +83,9 @@ func TestPlan(t *testing.T) {
 // TestAddFuncAlignsEvery: AddFunc gives the cron an epoch-aligned
 // "@every", so every node fires at the same instants whenever it started.
 func TestAddFuncAlignsEvery(t *testing.T) {
-	client := core.NewMemory()
+	client := mustNew(core.NewMemory())
 	t.Cleanup(func() { client.Close() })
-	l := cronlock.New(client)
+	l := mustNew(cronlock.New(client))
 	c := cron.New()
 	ids := map[cron.EntryID]int64{}
 	for _, d := range []int64{7, 10, 3600} {

@@ -37,7 +37,7 @@ func TestAutoSurvivesRedisOutage(t *testing.T) {
 				srv := redistest.StartServer(t)
 				// A short lease, so that leases stranded by the outage (their
 				// release could not reach Redis) expire soon after it.
-				locker := core.NewRedis(srv.Client(t), core.WithTTL(time.Second))
+				locker := mustNew(core.NewRedis(srv.Client(t), core.WithTTL(time.Second)))
 				t.Cleanup(func() { locker.Close() })
 				g, _ := newGuard(t, db, map[string]int64{hotSKU: saleStock},
 					dbguard.WithLocks(locker),
@@ -152,7 +152,7 @@ func TestAutoFallbackNeverGivesUp(t *testing.T) {
 	mr := miniredis.RunT(t)
 	mr.SetError("LOADING Redis is loading the dataset in memory")
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	locker := core.NewRedis(rdb)
+	locker := mustNew(core.NewRedis(rdb))
 	t.Cleanup(func() {
 		locker.Close()
 		rdb.Close()

@@ -35,7 +35,7 @@ func BenchmarkStrategies(b *testing.B) {
 	db.SetMaxIdleConns(benchBuyers + 8)
 	rdb := redistest.Client(b)
 	prefix := "dbguard-bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	locker := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+	locker := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
 	b.Cleanup(func() {
 		locker.Close()
 		deletePrefix(b, rdb, prefix)

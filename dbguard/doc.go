@@ -11,8 +11,8 @@
 // alone is unsafe when its holder pauses past the lease. A Guard offers
 // each correct strategy behind one call:
 //
-//	g := dbguard.New(db, dbguard.WithLocks(locks)) // Auto: Locked, Optimistic while Redis is down
-//	err := g.Deduct(ctx, "sku-42", 1)               // nil, ErrInsufficientStock, ErrUnknownSKU, ...
+//	g, err := dbguard.New(db, dbguard.WithLocks(locks)) // Auto: Locked, Optimistic while Redis is down
+//	err = g.Deduct(ctx, "sku-42", 1)                    // nil, ErrInsufficientStock, ErrUnknownSKU, ...
 //	err = g.DeductMany(ctx, map[string]int64{"A": 1, "B": 2}) // one transaction, all or nothing
 //
 // # Strategies

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -38,11 +39,17 @@ func Example() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	locks := core.NewRedis(rdb, core.WithKeyPrefix("shop"))
+	locks, err := core.NewRedis(rdb, core.WithKeyPrefix("shop"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
 	ctx := context.Background()
 
-	g := dbguard.New(db, dbguard.WithLocks(locks))
+	g, err := dbguard.New(db, dbguard.WithLocks(locks))
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := g.Migrate(ctx); err != nil {
 		fmt.Println(err)
 		return
@@ -75,7 +82,10 @@ func ExampleNew() {
 	defer done()
 	ctx := context.Background()
 
-	g := dbguard.New(db, dbguard.WithTable("stock"))
+	g, err := dbguard.New(db, dbguard.WithTable("stock"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	_ = g.Migrate(ctx)
 	_ = g.Restock(ctx, "mug", 5)
 
@@ -84,7 +94,8 @@ func ExampleNew() {
 	fmt.Println(errors.Is(g.Deduct(ctx, "mug", 3), dbguard.ErrInsufficientStock))
 	fmt.Println(errors.Is(g.Deduct(ctx, "cup", 1), dbguard.ErrUnknownSKU))
 	fmt.Println(errors.Is(g.Deduct(ctx, "mug", 0), dbguard.ErrInvalidQty))
-	fmt.Println(errors.Is(dbguard.New(nil).Deduct(ctx, "mug", 1), dbguard.ErrNilDB))
+	_, err = dbguard.New(nil)
+	fmt.Println(errors.Is(err, dbguard.ErrNilDB))
 	// Output:
 	// Atomic sqlite
 	// <nil>
@@ -99,12 +110,15 @@ func ExampleGuard_DeductMany() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	g := dbguard.New(db, dbguard.WithStrategy(dbguard.RowLock))
+	g, err := dbguard.New(db, dbguard.WithStrategy(dbguard.RowLock))
+	if err != nil {
+		log.Fatal(err)
+	}
 	_ = g.Migrate(ctx)
 	_ = g.Restock(ctx, "tea", 2)
 	_ = g.Restock(ctx, "pot", 1)
 
-	err := g.DeductMany(ctx, map[string]int64{"tea": 1, "pot": 2})
+	err = g.DeductMany(ctx, map[string]int64{"tea": 1, "pot": 2})
 	fmt.Println("short order:", errors.Is(err, dbguard.ErrInsufficientStock))
 	tea, _ := g.Stock(ctx, "tea")
 	fmt.Println("tea left:", tea)
@@ -125,10 +139,13 @@ func ExampleGuard_Restock() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	g := dbguard.New(db)
+	g, err := dbguard.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
 	_ = g.Migrate(ctx)
 
-	_, err := g.Stock(ctx, "lamp")
+	_, err = g.Stock(ctx, "lamp")
 	fmt.Println(errors.Is(err, dbguard.ErrUnknownSKU))
 	_ = g.Restock(ctx, "lamp", 3)
 	_ = g.Restock(ctx, "lamp", 4)
@@ -143,7 +160,10 @@ func ExampleGuard_Restock() {
 func ExampleGuard_DDL() {
 	db, done := exampleDB()
 	defer done()
-	g := dbguard.New(db, dbguard.WithDialect(dbguard.Postgres), dbguard.WithTable("shop.stock"))
+	g, err := dbguard.New(db, dbguard.WithDialect(dbguard.Postgres), dbguard.WithTable("shop.stock"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(g.DDL())
 	// Output:
 	// CREATE TABLE IF NOT EXISTS shop.stock (
@@ -159,7 +179,10 @@ func ExampleGuard_Stats() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	g := dbguard.New(db, dbguard.WithStrategy(dbguard.Optimistic))
+	g, err := dbguard.New(db, dbguard.WithStrategy(dbguard.Optimistic))
+	if err != nil {
+		log.Fatal(err)
+	}
 	_ = g.Migrate(ctx)
 	_ = g.Restock(ctx, "pen", 1)
 	_ = g.Deduct(ctx, "pen", 1)
@@ -175,7 +198,14 @@ func ExampleNewVersioned() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	kv := dbguard.NewVersioned(dbguard.VersionsInSQL(db))
+	store, err := dbguard.VersionsInSQL(db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	kv, err := dbguard.NewVersioned(store)
+	if err != nil {
+		log.Fatal(err)
+	}
 	_ = kv.Migrate(ctx)
 
 	_ = kv.Put(ctx, "profile:7", []byte("alice"), 0) // 0: create
@@ -183,7 +213,7 @@ func ExampleNewVersioned() {
 	fmt.Println(string(val), ver)
 
 	fmt.Println(kv.Put(ctx, "profile:7", []byte("alice v2"), ver))
-	err := kv.Put(ctx, "profile:7", []byte("stale"), ver) // based on version 1 too
+	err = kv.Put(ctx, "profile:7", []byte("stale"), ver) // based on version 1 too
 	fmt.Println(errors.Is(err, dbguard.ErrVersionConflict))
 	val, ver, _ = kv.Get(ctx, "profile:7")
 	fmt.Println(string(val), ver)
@@ -202,7 +232,14 @@ func ExampleVersionsInRedis() {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
 	ctx := context.Background()
-	kv := dbguard.NewVersioned(dbguard.VersionsInRedis(rdb, "shop"))
+	store, err := dbguard.VersionsInRedis(rdb, "shop")
+	if err != nil {
+		log.Fatal(err)
+	}
+	kv, err := dbguard.NewVersioned(store)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	_, ver, err := kv.Get(ctx, "cart:9")
 	fmt.Println(ver, errors.Is(err, dbguard.ErrNotFound))
@@ -220,7 +257,14 @@ func ExampleVersioned_Update() {
 	db, done := exampleDB()
 	defer done()
 	ctx := context.Background()
-	kv := dbguard.NewVersioned(dbguard.VersionsInSQL(db, dbguard.WithTable("counters")))
+	store, err := dbguard.VersionsInSQL(db, dbguard.WithTable("counters"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	kv, err := dbguard.NewVersioned(store)
+	if err != nil {
+		log.Fatal(err)
+	}
 	_ = kv.Migrate(ctx)
 
 	incr := func(old []byte, found bool) ([]byte, error) {

@@ -19,7 +19,6 @@ type Guard struct {
 	cfg     config
 	dialect Dialect
 	q       queries
-	err     error // returned by every call when the Guard cannot work
 
 	breaker breaker
 	waiting waitlist
@@ -33,9 +32,10 @@ type Guard struct {
 
 // New returns a Guard on db's stock table (DefaultTable unless WithTable
 // says otherwise). It does no I/O: create the table with Migrate, or with
-// the DDL of the package documentation. A nil db makes every call return
-// ErrNilDB; an invalid option makes every call return ErrInvalidOption.
-func New(db *sql.DB, opts ...Option) *Guard {
+// the DDL of the package documentation. The error is ErrNilDB for a nil
+// db, or ErrInvalidOption saying which option is wrong (or that the SQL
+// dialect cannot be told: use WithDialect).
+func New(db *sql.DB, opts ...Option) (*Guard, error) {
 	g := &Guard{db: db, cfg: defaultConfig(DefaultTable)}
 	for _, o := range opts {
 		if o != nil {
@@ -45,25 +45,21 @@ func New(db *sql.DB, opts ...Option) *Guard {
 	g.breaker.interval = g.cfg.probeInterval
 	switch {
 	case db == nil:
-		g.err = ErrNilDB
-		return g
+		return nil, ErrNilDB
 	case g.cfg.err != nil:
-		g.err = g.cfg.err
-		return g
+		return nil, g.cfg.err
 	case g.cfg.strategy == Locked && g.cfg.locker == nil:
-		g.err = fmt.Errorf("%w: strategy Locked needs WithLocks", ErrInvalidOption)
-		return g
+		return nil, fmt.Errorf("%w: strategy Locked needs WithLocks", ErrInvalidOption)
 	}
 	g.dialect = g.cfg.dialect
 	if g.dialect == DetectDialect {
 		g.dialect = detectDialect(db)
 		if g.dialect == DetectDialect {
-			g.err = fmt.Errorf("%w: cannot tell the SQL dialect of driver %T: use WithDialect", ErrInvalidOption, db.Driver())
-			return g
+			return nil, fmt.Errorf("%w: cannot tell the SQL dialect of driver %T: use WithDialect", ErrInvalidOption, db.Driver())
 		}
 	}
 	g.q = buildQueries(g.dialect, g.cfg.table, g.cfg.cols)
-	return g
+	return g, nil
 }
 
 // Strategy returns the strategy deductions use: the one given with
@@ -81,12 +77,8 @@ func (g *Guard) Dialect() Dialect { return g.dialect }
 
 // DDL returns the CREATE TABLE IF NOT EXISTS statement of the Guard's
 // table, in its dialect and with its names: Migrate runs exactly this. Put
-// it in your own migrations if you prefer. It is empty if the Guard cannot
-// work (see New).
+// it in your own migrations if you prefer.
 func (g *Guard) DDL() string {
-	if g.err != nil {
-		return ""
-	}
 	return g.q.ddl
 }
 
@@ -96,9 +88,6 @@ func (g *Guard) DDL() string {
 // ErrIncompatibleTable, with the ALTER TABLE statement that fixes it, if
 // not (see the package documentation, "The table").
 func (g *Guard) Migrate(ctx context.Context) error {
-	if g.err != nil {
-		return g.err
-	}
 	if _, err := g.db.ExecContext(ctx, g.q.ddl); err != nil {
 		return fmt.Errorf("dbguard: migrate %s: %w", g.cfg.table, err)
 	}
@@ -107,9 +96,6 @@ func (g *Guard) Migrate(ctx context.Context) error {
 
 // Stock returns the units of sku in stock, or ErrUnknownSKU.
 func (g *Guard) Stock(ctx context.Context, sku string) (int64, error) {
-	if g.err != nil {
-		return 0, g.err
-	}
 	if err := validSKU(sku); err != nil {
 		return 0, err
 	}
@@ -131,9 +117,6 @@ func (g *Guard) Stock(ctx context.Context, sku string) (int64, error) {
 // past math.MaxInt64 units adds nothing and returns ErrQtyOverflow (which
 // matches ErrInvalidQty too), on every dialect.
 func (g *Guard) Restock(ctx context.Context, sku string, qty int64) error {
-	if g.err != nil {
-		return g.err
-	}
 	if err := validSKU(sku); err != nil {
 		return err
 	}
@@ -169,9 +152,6 @@ func (g *Guard) Restock(ctx context.Context, sku string, qty int64) error {
 // ErrUnavailable) error as itself. After a nil error the units are
 // committed; after any error but ErrOutcomeUnknown, none were.
 func (g *Guard) Deduct(ctx context.Context, sku string, qty int64) error {
-	if g.err != nil {
-		return g.err
-	}
 	if err := validSKU(sku); err != nil {
 		return err
 	}
@@ -187,9 +167,6 @@ func (g *Guard) Deduct(ctx context.Context, sku string, qty int64) error {
 // are locked and written in sorted order, so two orders touching the same
 // SKUs in different orders never deadlock. Errors are those of Deduct.
 func (g *Guard) DeductMany(ctx context.Context, order map[string]int64) error {
-	if g.err != nil {
-		return g.err
-	}
 	if len(order) == 0 {
 		return fmt.Errorf("%w: empty order", ErrInvalidQty)
 	}

@@ -58,7 +58,7 @@ func TestFlashSaleKilledConnections(t *testing.T) {
 					if s == dbguard.Locked {
 						opts = append(opts, dbguard.WithLocks(testLocker(t)), dbguard.WithWaitTimeout(saleFor))
 					}
-					g := dbguard.New(buyersDB, opts...)
+					g := mustNew(dbguard.New(buyersDB, opts...))
 					t.Cleanup(func() { _ = g.Close() })
 					setup := ctxFor(t, 20*time.Second)
 					must(t, g.Migrate(setup))

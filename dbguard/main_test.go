@@ -184,7 +184,7 @@ func tableName(t testing.TB, db *sql.DB) string {
 func newGuard(t testing.TB, db *sql.DB, stock map[string]int64, opts ...dbguard.Option) (*dbguard.Guard, string) {
 	t.Helper()
 	table := tableName(t, db)
-	g := dbguard.New(db, append([]dbguard.Option{dbguard.WithTable(table)}, opts...)...)
+	g := mustNew(dbguard.New(db, append([]dbguard.Option{dbguard.WithTable(table)}, opts...)...))
 	t.Cleanup(func() {
 		if err := g.Close(); err != nil {
 			t.Errorf("close: %v", err)
@@ -223,7 +223,7 @@ func testLocker(t testing.TB, opts ...core.Option) *core.Client {
 		return miniLocker(t, opts...)
 	}
 	prefix := "dbguard-test-" + rand.Text()[:10]
-	c := core.NewRedis(rdb, append([]core.Option{core.WithKeyPrefix(prefix)}, opts...)...)
+	c := mustNew(core.NewRedis(rdb, append([]core.Option{core.WithKeyPrefix(prefix)}, opts...)...))
 	t.Cleanup(func() {
 		c.Close()
 		deletePrefix(t, rdb, prefix)
@@ -256,7 +256,7 @@ func miniLocker(t testing.TB, opts ...core.Option) *core.Client {
 	mr := miniredis.RunT(t)
 	stop := mrclock.Run(mr)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	c := core.NewRedis(rdb, opts...)
+	c := mustNew(core.NewRedis(rdb, opts...))
 	t.Cleanup(func() {
 		c.Close()
 		rdb.Close()

@@ -29,7 +29,7 @@ func TestDeductManyNoDeadlock(t *testing.T) {
 			t.Run(s.String(), func(t *testing.T) {
 				t.Parallel()
 				db := server
-				if dbguard.New(db).Dialect() == dbguard.SQLite {
+				if mustNew(dbguard.New(db)).Dialect() == dbguard.SQLite {
 					db = openSQLiteConns(t, 4) // several writers: BEGIN IMMEDIATE and busy retries at work
 				}
 				opts := strategyOpts(t, s)
@@ -81,7 +81,7 @@ func TestDeductManyNoDeadlock(t *testing.T) {
 				t.Logf("stats %+v", st)
 			})
 		}
-		if dbguard.New(server).Dialect() == dbguard.SQLite {
+		if mustNew(dbguard.New(server)).Dialect() == dbguard.SQLite {
 			return // one writer at a time: no row locks to deadlock on
 		}
 		t.Run("control: opposite lock orders deadlock", func(t *testing.T) {

@@ -56,9 +56,9 @@ func TestObserver(t *testing.T) {
 	ctx := context.Background()
 	db := openSQLite(t)
 	rec := &recorder{}
-	locks := core.NewMemory(core.WithObserver(lockSpy{rec}))
+	locks := mustNew(core.NewMemory(core.WithObserver(lockSpy{rec})))
 	t.Cleanup(func() { locks.Close() })
-	g := dbguard.New(db, dbguard.WithLocks(locks), dbguard.WithObserver(rec))
+	g := mustNew(dbguard.New(db, dbguard.WithLocks(locks), dbguard.WithObserver(rec)))
 	if err := g.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func ExampleWithObserver() {
 	defer done()
 	ctx := context.Background()
 
-	g := dbguard.New(db, dbguard.WithObserver(printer{}))
+	g := mustNew(dbguard.New(db, dbguard.WithObserver(printer{})))
 	_ = g.Migrate(ctx)
 	_ = g.Restock(ctx, "mug", 1)
 	_ = g.Deduct(ctx, "mug", 1)

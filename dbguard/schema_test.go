@@ -45,7 +45,7 @@ func TestOneSKUOneRow(t *testing.T) {
 // TestVersionedKeysDistinct: the same for Versioned keys in SQL.
 func TestVersionedKeysDistinct(t *testing.T) {
 	eachDB(t, func(t *testing.T, db *sql.DB) {
-		kv := dbguard.NewVersioned(dbguard.VersionsInSQL(db, dbguard.WithTable(tableName(t, db))))
+		kv := mustNew(dbguard.NewVersioned(mustNew(dbguard.VersionsInSQL(db, dbguard.WithTable(tableName(t, db))))))
 		ctx := ctxFor(t, 30*time.Second)
 		must(t, kv.Migrate(ctx))
 		for _, key := range variants {
@@ -84,9 +84,9 @@ func TestMigrateChecksKeyColumn(t *testing.T) {
 				"version BIGINT NOT NULL DEFAULT 0, fence BIGINT NOT NULL DEFAULT 0)", stock, c.typ)))
 			must(t, exec(db, fmt.Sprintf("CREATE TABLE %s (id %s NOT NULL PRIMARY KEY, data LONGBLOB NOT NULL, "+
 				"version BIGINT NOT NULL)", versions, c.typ)))
-			g := dbguard.New(db, dbguard.WithTable(stock))
+			g := mustNew(dbguard.New(db, dbguard.WithTable(stock)))
 			t.Cleanup(func() { g.Close() })
-			kv := dbguard.NewVersioned(dbguard.VersionsInSQL(db, dbguard.WithTable(versions)))
+			kv := mustNew(dbguard.NewVersioned(mustNew(dbguard.VersionsInSQL(db, dbguard.WithTable(versions)))))
 			for name, migrate := range map[string]func() error{
 				"Guard":     func() error { return g.Migrate(ctx) },
 				"Versioned": func() error { return kv.Migrate(ctx) },

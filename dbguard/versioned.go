@@ -17,8 +17,7 @@ import (
 // and changes nothing, so concurrent read-modify-write cycles never lose
 // an update. It is safe for concurrent use.
 type Versioned struct {
-	s   VersionStore
-	err error
+	s VersionStore
 }
 
 // A VersionStore is where a Versioned keeps its values: VersionsInSQL or
@@ -27,27 +26,20 @@ type VersionStore interface {
 	get(ctx context.Context, key string) (value []byte, version int64, found bool, err error)
 	put(ctx context.Context, key string, value []byte, version int64) (ok bool, err error)
 	migrate(ctx context.Context) error
-	check() error
 }
 
 // NewVersioned returns a Versioned on store. It does no I/O. A nil store
-// makes every call return ErrInvalidOption.
-func NewVersioned(store VersionStore) *Versioned {
-	v := &Versioned{s: store}
+// is ErrInvalidOption.
+func NewVersioned(store VersionStore) (*Versioned, error) {
 	if nilness.IsNil(store) {
-		v.err = fmt.Errorf("%w: nil version store", ErrInvalidOption)
-	} else {
-		v.err = store.check()
+		return nil, fmt.Errorf("%w: nil version store", ErrInvalidOption)
 	}
-	return v
+	return &Versioned{s: store}, nil
 }
 
 // Migrate creates the store's table if it does not exist (SQL); on Redis it
 // does nothing.
 func (v *Versioned) Migrate(ctx context.Context) error {
-	if v.err != nil {
-		return v.err
-	}
 	return v.s.migrate(ctx)
 }
 
@@ -55,9 +47,6 @@ func (v *Versioned) Migrate(ctx context.Context) error {
 // with every Put. A key never written returns ErrNotFound with version 0 —
 // the version to Put to create it.
 func (v *Versioned) Get(ctx context.Context, key string) ([]byte, int64, error) {
-	if v.err != nil {
-		return nil, 0, v.err
-	}
 	if err := validName(key, ErrInvalidKey, "key"); err != nil {
 		return nil, 0, err
 	}
@@ -83,9 +72,6 @@ func (v *Versioned) Get(ctx context.Context, key string) ([]byte, int64, error) 
 // math.MaxInt64 (which has no next version), returns ErrInvalidVersion
 // and writes nothing. A nil value is stored as an empty one.
 func (v *Versioned) Put(ctx context.Context, key string, value []byte, version int64) error {
-	if v.err != nil {
-		return v.err
-	}
 	if err := validName(key, ErrInvalidKey, "key"); err != nil {
 		return err
 	}
@@ -113,9 +99,6 @@ func (v *Versioned) Put(ctx context.Context, key string, value []byte, version i
 // with nothing written. fn may run several times: keep it free of side
 // effects.
 func (v *Versioned) Update(ctx context.Context, key string, fn func(old []byte, found bool) ([]byte, error)) error {
-	if v.err != nil {
-		return v.err
-	}
 	if fn == nil {
 		return fmt.Errorf("%w: nil update func", ErrInvalidOption)
 	}

@@ -32,30 +32,27 @@ const DefaultVersionsPrefix = "dbguard"
 // decimal strings and bumps them with HINCRBY, so they are exact over the
 // whole int64 range (Lua's numbers are doubles, exact only to 2^53: no
 // version goes through one). An empty prefix means
-// DefaultVersionsPrefix; a prefix with '{' or '}', or a nil rdb, makes
-// every call return ErrInvalidOption. rdb may be a *redis.Client or a
+// DefaultVersionsPrefix; a prefix with '{' or '}', or a nil rdb, is
+// ErrInvalidOption. rdb may be a *redis.Client or a
 // *redis.ClusterClient (each key is one hash, in one slot).
-func VersionsInRedis(rdb redis.Scripter, prefix string) VersionStore {
+func VersionsInRedis(rdb redis.Scripter, prefix string) (VersionStore, error) {
 	s := &redisVersions{rdb: rdb, prefix: prefix}
 	if s.prefix == "" {
 		s.prefix = DefaultVersionsPrefix
 	}
 	switch {
 	case nilness.IsNil(rdb):
-		s.err = fmt.Errorf("%w: nil redis client", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: nil redis client", ErrInvalidOption)
 	case strings.ContainsAny(s.prefix, "{}"):
-		s.err = fmt.Errorf("%w: key prefix %q has braces", ErrInvalidOption, s.prefix)
+		return nil, fmt.Errorf("%w: key prefix %q has braces", ErrInvalidOption, s.prefix)
 	}
-	return s
+	return s, nil
 }
 
 type redisVersions struct {
 	rdb    redis.Scripter
 	prefix string
-	err    error
 }
-
-func (s *redisVersions) check() error { return s.err }
 
 func (s *redisVersions) migrate(context.Context) error { return nil }
 

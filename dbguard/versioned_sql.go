@@ -23,8 +23,10 @@ import (
 // (VARBINARY(255) and LONGBLOB on MySQL and MariaDB, so that keys compare
 // byte for byte, as they do in PostgreSQL and SQLite; TEXT, BLOB and
 // INTEGER on SQLite). Versioned.Migrate reports an existing MySQL table
-// whose id column does not as ErrIncompatibleTable.
-func VersionsInSQL(db *sql.DB, opts ...Option) VersionStore {
+// whose id column does not as ErrIncompatibleTable. The error is ErrNilDB
+// for a nil db, or ErrInvalidOption (options other than WithTable and
+// WithDialect, or a dialect that cannot be told).
+func VersionsInSQL(db *sql.DB, opts ...Option) (VersionStore, error) {
 	cfg := defaultConfig(DefaultVersionsTable)
 	for _, o := range opts {
 		if o != nil {
@@ -34,20 +36,16 @@ func VersionsInSQL(db *sql.DB, opts ...Option) VersionStore {
 	s := &sqlVersions{db: db, table: cfg.table}
 	switch {
 	case db == nil:
-		s.err = ErrNilDB
-		return s
+		return nil, ErrNilDB
 	case cfg.err != nil:
-		s.err = cfg.err
-		return s
+		return nil, cfg.err
 	case cfg.set&^(optTable|optDialect) != 0:
-		s.err = fmt.Errorf("%w: VersionsInSQL takes only WithTable and WithDialect", ErrInvalidOption)
-		return s
+		return nil, fmt.Errorf("%w: VersionsInSQL takes only WithTable and WithDialect", ErrInvalidOption)
 	}
 	s.d = cfg.dialect
 	if s.d == DetectDialect {
 		if s.d = detectDialect(db); s.d == DetectDialect {
-			s.err = fmt.Errorf("%w: cannot tell the SQL dialect of driver %T: use WithDialect", ErrInvalidOption, db.Driver())
-			return s
+			return nil, fmt.Errorf("%w: cannot tell the SQL dialect of driver %T: use WithDialect", ErrInvalidOption, db.Driver())
 		}
 	}
 	t := cfg.table
@@ -66,19 +64,16 @@ func VersionsInSQL(db *sql.DB, opts ...Option) VersionStore {
 	if s.d != MySQL {
 		s.create += " ON CONFLICT (id) DO NOTHING"
 	}
-	return s
+	return s, nil
 }
 
 type sqlVersions struct {
 	db    *sql.DB
 	d     Dialect
 	table string
-	err   error
 
 	ddl, selGet, update, create string
 }
-
-func (s *sqlVersions) check() error { return s.err }
 
 func (s *sqlVersions) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, s.ddl); err != nil {

@@ -2,6 +2,7 @@ package echomw_test
 
 import (
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -108,7 +109,10 @@ func ExampleDaily() {
 // This example serializes stock deductions per SKU: while one request for
 // SKU 42 runs, another for SKU 42 gets 409, one for SKU 7 runs.
 func ExampleParamLock() {
-	locks := core.NewMemory()
+	locks, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
 	e := echo.New()
 	inside := make(chan struct{})

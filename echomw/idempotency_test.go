@@ -254,7 +254,7 @@ func TestConfigErrors(t *testing.T) {
 		"idempotency": func() { echomw.Idempotency(nil) },
 		"daily":       func() { echomw.Daily(store, "bad\nscope", tenant) },
 		"paramlock":   func() { echomw.ParamLock(nil, "sku") },
-		"no params":   func() { echomw.ParamLock(core.NewMemory()) },
+		"no params":   func() { echomw.ParamLock(mustNew(core.NewMemory())) },
 	} {
 		t.Run(name, func(t *testing.T) { mustPanic(t, httpidem.ErrInvalidConfig, f) })
 	}

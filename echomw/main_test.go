@@ -64,20 +64,20 @@ func eachStore(t *testing.T, f func(t *testing.T, store testStore)) {
 // the shared Redis (mr is nil but for miniredis).
 func eachLocker(t *testing.T, f func(t *testing.T, locks *core.Client, mr *miniredis.Miniredis)) {
 	t.Run("memory", func(t *testing.T) {
-		c := core.NewMemory()
+		c := mustNew(core.NewMemory())
 		t.Cleanup(func() { c.Close() })
 		f(t, c, nil)
 	})
 	t.Run("miniredis", func(t *testing.T) {
 		mr, rdb := startMiniredis(t, true)
-		c := core.NewRedis(rdb, core.WithKeyPrefix(prefix(t)))
+		c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix(t))))
 		t.Cleanup(func() { c.Close() })
 		f(t, c, mr)
 	})
 	t.Run("redis", func(t *testing.T) {
 		rdb := redistest.Client(t)
 		p := prefix(t)
-		c := core.NewRedis(rdb, core.WithKeyPrefix(p))
+		c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(p)))
 		t.Cleanup(func() {
 			c.Close()
 			deleteKeys(rdb, p)

@@ -85,7 +85,7 @@ func unmarked(t *testing.T) echo.MiddlewareFunc {
 func TestObserverEcho(t *testing.T) {
 	store := must(httpidem.NewMemoryStore())
 	t.Cleanup(func() { store.Close() })
-	locks := core.NewMemory()
+	locks := mustNew(core.NewMemory())
 	t.Cleanup(func() { locks.Close() })
 	obs := &recObserver{t: t}
 	var d decisions

@@ -153,7 +153,7 @@ func TestParamLockReleasedOnEveryPath(t *testing.T) {
 
 func TestParamLockRenewsAndLoses(t *testing.T) {
 	mr, rdb := startMiniredis(t, true) // keys age in real time
-	locks := core.NewRedis(rdb, core.WithKeyPrefix("pl"))
+	locks := mustNew(core.NewRedis(rdb, core.WithKeyPrefix("pl")))
 	defer locks.Close()
 	const ttl = 600 * time.Millisecond
 	e := echo.New()
@@ -202,7 +202,7 @@ func TestParamLockRenewsAndLoses(t *testing.T) {
 }
 
 func TestParamLockValidatesValues(t *testing.T) {
-	locks := core.NewMemory()
+	locks := mustNew(core.NewMemory())
 	defer locks.Close()
 	e := echo.New()
 	mw, err := echomw.ParamLockConfig{Locks: locks, Params: []string{"sku"}}.ToMiddleware()
@@ -246,7 +246,7 @@ func TestParamLockBackendDown(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redisClientFailingFast(t, mr.Addr())
 	mr.Close()
-	locks := core.NewRedis(rdb)
+	locks := mustNew(core.NewRedis(rdb))
 	defer locks.Close()
 	e := echo.New()
 	e.POST("/sku/:sku/deduct", func(c echo.Context) error { return c.NoContent(http.StatusOK) }, echomw.ParamLock(locks, "sku"))

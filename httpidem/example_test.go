@@ -3,6 +3,7 @@ package httpidem_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -226,7 +227,10 @@ func ExampleNewIdempotencyGuard() {
 // ParamLockGuard: a second request for the same SKU while the first runs
 // gets 409.
 func ExampleNewParamLockGuard() {
-	locks := core.NewMemory()
+	locks, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
 	g, err := httpidem.NewParamLockGuard(httpidem.ParamLockConfig{Locks: locks, Name: "deduct"})
 	if err != nil {

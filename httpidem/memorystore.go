@@ -2,6 +2,7 @@ package httpidem
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -33,7 +34,9 @@ func NewMemoryStore(opts ...StoreOption) (*MemoryStore, error) {
 	m := &memKV{now: cfg.now, entries: make(map[string]memEntry), sets: make(map[string]memSet)}
 	s := &MemoryStore{&base{prefix: cfg.prefix, kv: m, locks: cfg.locks}}
 	if s.locks == nil {
-		s.locks = core.NewMemory(core.WithKeyPrefix(cfg.prefix))
+		if s.locks, err = core.NewMemory(core.WithKeyPrefix(cfg.prefix)); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
 		s.ownLocks = true
 	}
 	return s, nil

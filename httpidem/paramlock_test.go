@@ -12,7 +12,7 @@ import (
 // tuples get distinct lock keys, whatever separators the names and values
 // hold, and values follow the module's one name rule.
 func TestLockKeysNeverCollide(t *testing.T) {
-	locks := core.NewMemory()
+	locks := mustNew(core.NewMemory())
 	defer locks.Close()
 	g, err := httpidem.NewParamLockGuard(httpidem.ParamLockConfig{Locks: locks, Name: "stock"})
 	if err != nil {

@@ -60,7 +60,9 @@ func NewRedisStore(rdb redis.UniversalClient, opts ...StoreOption) (*RedisStore,
 	}
 	s := &RedisStore{&base{prefix: cfg.prefix, kv: redisKV{rdb: rdb}, locks: cfg.locks}}
 	if s.locks == nil {
-		s.locks = core.NewRedis(rdb, core.WithKeyPrefix(cfg.prefix))
+		if s.locks, err = core.NewRedis(rdb, core.WithKeyPrefix(cfg.prefix)); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
 		s.ownLocks = true
 	}
 	return s, nil

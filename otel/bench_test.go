@@ -40,7 +40,7 @@ func BenchmarkTryLockRelease(b *testing.B) {
 	}
 	for _, bc := range cases {
 		b.Run(bc.name, func(b *testing.B) {
-			c := core.NewMemory(bc.opts()...)
+			c := mustNew(core.NewMemory(bc.opts()...))
 			defer c.Close()
 			ctx := context.Background()
 			b.ReportAllocs()

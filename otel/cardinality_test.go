@@ -99,7 +99,7 @@ func TestNameCardinality(t *testing.T) {
 // carries a name attribute, from several goroutines at once.
 func feedHostile(t *testing.T, inst *otel.Instrumentation) {
 	t.Helper()
-	c := core.NewMemory(core.WithObserver(inst))
+	c := mustNew(core.NewMemory(core.WithObserver(inst)))
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 	const workers = 8

@@ -195,7 +195,7 @@ func TestContract(t *testing.T) {
 func generate(t *testing.T, tel *telemetry) {
 	t.Helper()
 	ctx := context.Background()
-	c := core.NewMemory(core.WithObserver(tel.inst))
+	c := mustNew(core.NewMemory(core.WithObserver(tel.inst)))
 	defer c.Close()
 
 	a, err := c.TryLock(ctx, "sku:1")
@@ -223,8 +223,8 @@ func generate(t *testing.T, tel *telemetry) {
 	lost.Release(ctx)
 
 	at := time.Date(2031, 5, 6, 3, 0, 1, 0, time.UTC)
-	l := cronlock.New(c, cronlock.WithObserver(tel.inst), cronlock.WithNodeID("node-a"),
-		cronlock.WithClock(func() time.Time { return at }), cronlock.WithLogger(cron.DiscardLogger))
+	l := mustNew(cronlock.New(c, cronlock.WithObserver(tel.inst), cronlock.WithNodeID("node-a"),
+		cronlock.WithClock(func() time.Time { return at }), cronlock.WithLogger(cron.DiscardLogger)))
 	report, _ := l.Job("report", cron.Every(time.Hour), func(context.Context) error { return nil })
 	export, _ := l.Job("export", cron.Every(time.Hour), func(context.Context) error { return errors.New("bucket not found") })
 	report.Run()
@@ -245,13 +245,13 @@ func generateStock(t *testing.T, tel *telemetry) {
 	t.Helper()
 	ctx := context.Background()
 	db := stockDB(t)
-	locks := core.NewMemory()
+	locks := mustNew(core.NewMemory())
 	defer locks.Close()
-	auto := dbguard.New(db, dbguard.WithLocks(locks), dbguard.WithObserver(tel.inst))
-	optimistic := dbguard.New(db, dbguard.WithStrategy(dbguard.Optimistic), dbguard.WithRetryBudget(1), dbguard.WithObserver(tel.inst))
+	auto := mustNew(dbguard.New(db, dbguard.WithLocks(locks), dbguard.WithObserver(tel.inst)))
+	optimistic := mustNew(dbguard.New(db, dbguard.WithStrategy(dbguard.Optimistic), dbguard.WithRetryBudget(1), dbguard.WithObserver(tel.inst)))
 	closed := stockDB(t)
 	closed.Close()
-	broken := dbguard.New(closed, dbguard.WithDialect(dbguard.SQLite), dbguard.WithStrategy(dbguard.Atomic), dbguard.WithObserver(tel.inst))
+	broken := mustNew(dbguard.New(closed, dbguard.WithDialect(dbguard.SQLite), dbguard.WithStrategy(dbguard.Atomic), dbguard.WithObserver(tel.inst)))
 	restock(t, auto, 5, "sku-1")
 
 	if err := auto.Deduct(ctx, "sku-1", 1); err != nil {
@@ -310,7 +310,7 @@ func generateHTTP(t *testing.T, tel *telemetry) {
 	serveIn(tel, vote, post("/vote", "", ""))
 	serveIn(tel, vote, post("/vote", "", "", "X-User", "bob", "X-Fail", "1"))
 
-	locks := core.NewMemory() // not observed: only the paramlock spans
+	locks := mustNew(core.NewMemory()) // not observed: only the paramlock spans
 	defer locks.Close()
 	e := echo.New()
 	e.POST("/sku/:sku", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) },

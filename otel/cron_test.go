@@ -59,10 +59,10 @@ func TestCronRun(t *testing.T) {
 				if inst != nil {
 					opts = append(opts, cronlock.WithObserver(inst))
 				} else {
-					c = core.NewRedis(rdb)
+					c = mustNew(core.NewRedis(rdb))
 					t.Cleanup(func() { c.Close() })
 				}
-				j, err := cronlock.New(c, opts...).Job(jobName, cron.Every(10*time.Second), func(ctx context.Context) error {
+				j, err := mustNew(cronlock.New(c, opts...)).Job(jobName, cron.Every(10*time.Second), func(ctx context.Context) error {
 					if node == "node-a" {
 						var span trace.Span
 						ctx, span = tel.tp.Tracer("test").Start(ctx, "work")

@@ -9,9 +9,9 @@
 // adapters as they gain one):
 //
 //	inst := otel.New(otel.WithTracerProvider(tp), otel.WithMeterProvider(mp))
-//	client := core.NewRedis(rdb, core.WithObserver(inst))
-//	crons := cronlock.New(client, cronlock.WithObserver(inst))
-//	store := httpidem.NewRedisStore(rdb, httpidem.WithLocks(client))
+//	client, err := core.NewRedis(rdb, core.WithObserver(inst))
+//	crons, err := cronlock.New(client, cronlock.WithObserver(inst))
+//	store, err := httpidem.NewRedisStore(rdb, httpidem.WithLocks(client))
 //	orders := httpidem.Idempotency(httpidem.IdempotencyConfig{Store: store, Observer: inst})
 //	votes := echomw.DailyWithConfig(echomw.DailyConfig{Store: store, Scope: "vote", Observer: inst, ...})
 //

@@ -98,7 +98,7 @@ func TestParamLockSpans(t *testing.T) {
 // own.
 func TestParamLockCardinality(t *testing.T) {
 	tel := newTelemetry(t)
-	locks := core.NewMemory(core.WithObserver(tel.inst))
+	locks := mustNew(core.NewMemory(core.WithObserver(tel.inst)))
 	t.Cleanup(func() { locks.Close() })
 	e := echo.New()
 	ok := func(c echo.Context) error { return c.NoContent(http.StatusNoContent) }

@@ -3,6 +3,7 @@ package otel_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -62,7 +63,10 @@ func Example() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	client := core.NewRedis(rdb, core.WithObserver(inst))
+	client, err := core.NewRedis(rdb, core.WithObserver(inst))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer client.Close()
 
 	ctx, req := tp.Tracer("shop").Start(context.Background(), "POST /orders")
@@ -86,11 +90,17 @@ func Example_cronlock() {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	inst := otel.New(otel.WithTracerProvider(tp), otel.WithMeterProvider(sdkmetric.NewMeterProvider()))
 
-	client := core.NewMemory(core.WithObserver(inst))
+	client, err := core.NewMemory(core.WithObserver(inst))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer client.Close()
 	at := time.Date(2031, 5, 6, 3, 0, 1, 0, time.UTC)
-	l := cronlock.New(client, cronlock.WithObserver(inst), cronlock.WithLogger(cron.DiscardLogger),
+	l, err := cronlock.New(client, cronlock.WithObserver(inst), cronlock.WithLogger(cron.DiscardLogger),
 		cronlock.WithClock(func() time.Time { return at }))
+	if err != nil {
+		log.Fatal(err)
+	}
 	job, _ := l.Job("report", cron.Every(time.Hour), func(context.Context) error { return nil })
 	job.Run()
 	job.Run() // the same tick again: skipped
@@ -107,7 +117,10 @@ func Example_cronlock() {
 func ExampleWithMeterProvider() {
 	reader := sdkmetric.NewManualReader()
 	inst := otel.New(otel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
-	client := core.NewMemory(core.WithObserver(inst))
+	client, err := core.NewMemory(core.WithObserver(inst))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer client.Close()
 
 	held := func() int64 {
@@ -142,7 +155,10 @@ func ExampleWithLockName() {
 			name, _, _ := strings.Cut(key, "-")
 			return name
 		}))
-	client := core.NewMemory(core.WithObserver(inst))
+	client, err := core.NewMemory(core.WithObserver(inst))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer client.Close()
 	h, _ := client.TryLock(context.Background(), "invoice-2031-0042")
 	h.Release(context.Background())
@@ -172,7 +188,10 @@ func ExampleWithKeyAttribute() {
 		otel.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))),
 		otel.WithKeyAttribute(otel.KeyHashed),
 		otel.WithAttributes(attribute.String("shard", "eu-1")))
-	client := core.NewMemory(core.WithObserver(inst))
+	client, err := core.NewMemory(core.WithObserver(inst))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer client.Close()
 	h, _ := client.TryLock(context.Background(), "user:42")
 	h.Release(context.Background())
@@ -193,7 +212,10 @@ func ExampleWithRenewalSpans() {
 	inst := otel.New(
 		otel.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))),
 		otel.WithRenewalSpans(true))
-	client := core.NewMemory(core.WithObserver(inst))
+	client, err := core.NewMemory(core.WithObserver(inst))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer client.Close()
 	h, _ := client.TryLock(context.Background(), "report:daily", core.WithTTL(150*time.Millisecond))
 	renewed := func() bool { // the watchdog renews every 50 ms
@@ -302,7 +324,10 @@ func Example_echomw() {
 			name, _, _ := strings.Cut(key, "|") // "/sku/:sku/deduct|sku=42"
 			return name
 		}))
-	locks := core.NewMemory(core.WithObserver(inst))
+	locks, err := core.NewMemory(core.WithObserver(inst))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
 
 	e := echo.New()

@@ -108,7 +108,7 @@ func TestAcquireOutcomes(t *testing.T) {
 			tel := newTelemetry(t)
 			key := uniqueKey(t, "order")
 			c, rdb, mr := redisClient(t, tel.inst)
-			holder := core.NewRedis(rdb) // not observed
+			holder := mustNew(core.NewRedis(rdb)) // not observed
 			t.Cleanup(func() { holder.Close() })
 			if _, err := holder.TryLock(context.Background(), key); err != nil {
 				t.Fatal(err)

@@ -23,7 +23,7 @@ func TestCardinality(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { mp.Shutdown(context.Background()) })
 	inst := otel.New(otel.WithMeterProvider(mp), otel.WithTracerProvider(noop.NewTracerProvider()))
-	c := core.NewMemory(core.WithObserver(inst))
+	c := mustNew(core.NewMemory(core.WithObserver(inst)))
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 	for i := range 10_000 {
@@ -73,7 +73,7 @@ func TestKeyAttribute(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.mode), func(t *testing.T) {
 			tel := newTelemetry(t, otel.WithKeyAttribute(tt.mode))
-			c := core.NewMemory(core.WithObserver(tel.inst))
+			c := mustNew(core.NewMemory(core.WithObserver(tel.inst)))
 			t.Cleanup(func() { c.Close() })
 			h, _ := c.TryLock(context.Background(), "user:42")
 			h.Release(context.Background())
@@ -108,7 +108,7 @@ func TestLockNameAndAttributes(t *testing.T) {
 		}
 		return "report"
 	}), otel.WithAttributes(attribute.String("shard", "eu")))
-	c := core.NewMemory(core.WithObserver(tel.inst))
+	c := mustNew(core.NewMemory(core.WithObserver(tel.inst)))
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 	for _, key := range []string{"daily-report-2031-05-06", "nameless"} {
@@ -130,7 +130,7 @@ func TestLockNameAndAttributes(t *testing.T) {
 // is tracked.
 func TestNoopProviders(t *testing.T) {
 	inst := otel.New(otel.WithTracerProvider(noop.NewTracerProvider()), otel.WithMeterProvider(metricnoop.NewMeterProvider()))
-	c := core.NewMemory(core.WithObserver(inst))
+	c := mustNew(core.NewMemory(core.WithObserver(inst)))
 	defer c.Close()
 	if err := c.Do(context.Background(), "a:1", func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
@@ -145,7 +145,7 @@ func TestGlobalProviders(t *testing.T) {
 	otelapi.SetTracerProvider(tel.tp)
 	otelapi.SetMeterProvider(tel.mp)
 	for _, inst := range []*otel.Instrumentation{otel.New(), otel.New(otel.WithTracerProvider(nil), otel.WithMeterProvider(nil))} {
-		c := core.NewMemory(core.WithObserver(inst))
+		c := mustNew(core.NewMemory(core.WithObserver(inst)))
 		h, _ := c.TryLock(context.Background(), "global:1")
 		h.Release(context.Background())
 		c.Close()

@@ -56,7 +56,7 @@ func redisClient(t *testing.T, inst *otel.Instrumentation, opts ...core.Option) 
 	t.Helper()
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
-	c := core.NewRedis(rdb, append([]core.Option{core.WithObserver(inst)}, opts...)...)
+	c := mustNew(core.NewRedis(rdb, append([]core.Option{core.WithObserver(inst)}, opts...)...))
 	t.Cleanup(func() { c.Close(); rdb.Close() })
 	return c, rdb, mr
 }

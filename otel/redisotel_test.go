@@ -28,9 +28,9 @@ func TestRedisCommandSpansNest(t *testing.T) {
 	if err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(tel.tp)); err != nil {
 		t.Fatal(err)
 	}
-	c := core.NewRedis(rdb, core.WithObserver(tel.inst))
+	c := mustNew(core.NewRedis(rdb, core.WithObserver(tel.inst)))
 	t.Cleanup(func() { c.Close() })
-	holder := core.NewRedis(rdb) // not observed
+	holder := mustNew(core.NewRedis(rdb)) // not observed
 	t.Cleanup(func() { holder.Close() })
 	key := uniqueKey(t, "sku")
 	held, err := holder.TryLock(context.Background(), key)
@@ -89,7 +89,7 @@ func TestHTTPCommandSpansNest(t *testing.T) {
 	if err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(tel.tp)); err != nil {
 		t.Fatal(err)
 	}
-	locks := core.NewRedis(rdb, core.WithKeyPrefix(httpidem.DefaultKeyPrefix), core.WithObserver(tel.inst))
+	locks := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(httpidem.DefaultKeyPrefix), core.WithObserver(tel.inst)))
 	store := must(httpidem.NewRedisStore(rdb, httpidem.WithLocks(locks)))
 	t.Cleanup(func() { store.Close(); locks.Close() })
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log"
 
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/dbguard"
@@ -26,9 +27,15 @@ func ExampleInstrumentation_DeductStart() {
 	db, _ := sql.Open("sqlite", "file::memory:")
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	locks := core.NewMemory(core.WithObserver(inst))
+	locks, err := core.NewMemory(core.WithObserver(inst))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
-	g := dbguard.New(db, dbguard.WithLocks(locks), dbguard.WithObserver(inst))
+	g, err := dbguard.New(db, dbguard.WithLocks(locks), dbguard.WithObserver(inst))
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 	_ = g.Migrate(ctx)
 	_ = g.Restock(ctx, "mug", 1)

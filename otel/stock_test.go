@@ -36,7 +36,7 @@ func stockDB(t testing.TB) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	ctx := context.Background()
-	if err := dbguard.New(db).Migrate(ctx); err != nil {
+	if err := mustNew(dbguard.New(db)).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
@@ -76,7 +76,7 @@ func deadLocker(t testing.TB) *core.Client {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	mr.Close()
-	c := core.NewRedis(rdb)
+	c := mustNew(core.NewRedis(rdb))
 	t.Cleanup(func() { c.Close(); rdb.Close() })
 	return c
 }
@@ -90,12 +90,12 @@ func TestStockDeduct(t *testing.T) {
 	tel := newTelemetry(t)
 	db := stockDB(t)
 	locker, _, _ := redisClient(t, tel.inst)
-	auto := dbguard.New(db, dbguard.WithLocks(locker), dbguard.WithObserver(tel.inst))
-	optimistic := dbguard.New(db, dbguard.WithStrategy(dbguard.Optimistic), dbguard.WithObserver(tel.inst))
-	fallback := dbguard.New(db, dbguard.WithLocks(deadLocker(t)), dbguard.WithObserver(tel.inst))
+	auto := mustNew(dbguard.New(db, dbguard.WithLocks(locker), dbguard.WithObserver(tel.inst)))
+	optimistic := mustNew(dbguard.New(db, dbguard.WithStrategy(dbguard.Optimistic), dbguard.WithObserver(tel.inst)))
+	fallback := mustNew(dbguard.New(db, dbguard.WithLocks(deadLocker(t)), dbguard.WithObserver(tel.inst)))
 	closedDB := stockDB(t)
 	closedDB.Close()
-	broken := dbguard.New(closedDB, dbguard.WithDialect(dbguard.SQLite), dbguard.WithStrategy(dbguard.Atomic), dbguard.WithObserver(tel.inst))
+	broken := mustNew(dbguard.New(closedDB, dbguard.WithDialect(dbguard.SQLite), dbguard.WithStrategy(dbguard.Atomic), dbguard.WithObserver(tel.inst)))
 	restock(t, auto, 5, "sku-secret-1", "sku-secret-2")
 
 	tests := []struct {

@@ -27,7 +27,7 @@ func TestSameKeyNeverOverlaps(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make(chan error, workers*runsEach)
 		for i := range workers {
-			ic := temporallock.NewInterceptor(b.newClient(t), temporallock.WithKey(byAccount))
+			ic := mustNew(temporallock.NewInterceptor(b.newClient(t), temporallock.WithKey(byAccount)))
 			for j := range runsEach {
 				env := activityEnv(ic, w) // one environment per execution
 				wg.Go(func() {
@@ -63,7 +63,7 @@ func TestDifferentKeysRunInParallel(t *testing.T) {
 		w := newWorks()
 		const n = 3
 		w.partner = newBarrier(n)
-		ic := temporallock.NewInterceptor(b.newClient(t), temporallock.WithKey(byAccount))
+		ic := mustNew(temporallock.NewInterceptor(b.newClient(t), temporallock.WithKey(byAccount)))
 		id := uniqueID(t)
 		var wg sync.WaitGroup
 		errs := make([]error, n)
@@ -90,8 +90,8 @@ func TestLostLeaseCancelsActivity(t *testing.T) {
 	forEachBackend(t, true, func(t *testing.T, b backend) {
 		w := newWorks()
 		client := b.newClient(t)
-		ic := temporallock.NewInterceptor(client, temporallock.WithKey(byAccount),
-			temporallock.WithLockOptions(core.WithTTL(300*time.Millisecond)))
+		ic := mustNew(temporallock.NewInterceptor(client, temporallock.WithKey(byAccount),
+			temporallock.WithLockOptions(core.WithTTL(300*time.Millisecond))))
 		account := uniqueID(t)
 		lockKey := temporallock.KeyPrefix + "Block:" + account
 		env := activityEnv(ic, w)
@@ -139,8 +139,8 @@ func TestRenewedWithoutHeartbeats(t *testing.T) {
 	forEachBackend(t, false, func(t *testing.T, b backend) {
 		w := newWorks()
 		w.hold = 4 * ttl
-		ic := temporallock.NewInterceptor(b.newClient(t), temporallock.WithKey(byAccount),
-			temporallock.WithLockOptions(core.WithTTL(ttl)))
+		ic := mustNew(temporallock.NewInterceptor(b.newClient(t), temporallock.WithKey(byAccount),
+			temporallock.WithLockOptions(core.WithTTL(ttl))))
 		account := uniqueID(t)
 		lockKey := temporallock.KeyPrefix + "Hold:" + account
 		done := make(chan error, 1)
@@ -216,7 +216,7 @@ func TestBusy(t *testing.T) {
 				if tc.release > 0 {
 					time.AfterFunc(tc.release, func() { holder.Release(context.Background()) })
 				}
-				ic := temporallock.NewInterceptor(b.newClient(t), temporallock.WithKey(byAccount), tc.opt)
+				ic := mustNew(temporallock.NewInterceptor(b.newClient(t), temporallock.WithKey(byAccount), tc.opt))
 				_, err = activityEnv(ic, w).ExecuteActivity(w.Hold, Order{Account: account})
 				if tc.wantRun {
 					if err != nil || w.runs != 1 {
@@ -244,7 +244,7 @@ func TestBusy(t *testing.T) {
 func TestReleasedAfterErrorAndPanic(t *testing.T) {
 	forEachBackend(t, false, func(t *testing.T, b backend) {
 		client := b.newClient(t)
-		ic := temporallock.NewInterceptor(client, temporallock.WithKey(byAccount))
+		ic := mustNew(temporallock.NewInterceptor(client, temporallock.WithKey(byAccount)))
 		for _, id := range []int{1, -1} { // -1 panics
 			w := newWorks()
 			account := uniqueID(t)
@@ -266,9 +266,9 @@ func TestReleasedAfterErrorAndPanic(t *testing.T) {
 // details of the previous attempt and its heartbeats reach the worker.
 func TestHeartbeatsPassThrough(t *testing.T) {
 	w := newWorks()
-	mem := core.NewMemory()
+	mem := mustNew(core.NewMemory())
 	t.Cleanup(func() { mem.Close() })
-	ic := temporallock.NewInterceptor(mem, temporallock.WithKey(byAccount))
+	ic := mustNew(temporallock.NewInterceptor(mem, temporallock.WithKey(byAccount)))
 	env := activityEnv(ic, w)
 	env.SetHeartbeatDetails(41)
 	var mu sync.Mutex
@@ -315,10 +315,10 @@ func (w *works) Beat(ctx context.Context, o Order) (int, error) {
 
 // An activity the key function does not key runs without a lock.
 func TestUnkeyedRunsUnlocked(t *testing.T) {
-	mem := core.NewMemory()
+	mem := mustNew(core.NewMemory())
 	t.Cleanup(func() { mem.Close() })
 	w := newWorks()
-	ic := temporallock.NewInterceptor(mem, temporallock.WithKey(byAccount))
+	ic := mustNew(temporallock.NewInterceptor(mem, temporallock.WithKey(byAccount)))
 	val, err := activityEnv(ic, w).ExecuteActivity(w.Free, Order{Account: uniqueID(t)})
 	if err != nil {
 		t.Fatal(err)

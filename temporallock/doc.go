@@ -9,10 +9,11 @@
 // workflows charge the same account or reserve the same SKU. A worker
 // interceptor closes that gap:
 //
-//	client := core.NewRedis(rdb) // one per process
-//	ic := temporallock.NewInterceptor(client,
+//	client, err := core.NewRedis(rdb) // one per process
+//	...
+//	ic, err := temporallock.NewInterceptor(client,
 //		temporallock.WithKey(temporallock.KeyByArg("Charge", func(in ChargeInput) string { return in.AccountID })))
-//	if err := ic.Err(); err != nil { ... }
+//	if err != nil { ... }
 //	w := worker.New(tc, "billing", worker.Options{Interceptors: []interceptor.WorkerInterceptor{ic}})
 //
 // # What a keyed activity sees

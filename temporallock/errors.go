@@ -37,10 +37,10 @@ const (
 	// same key. A keyed activity never runs unlocked by mistake.
 	ErrTypeInvalidKey = "latchkey.InvalidKey"
 
-	// ErrTypeInvalidConfig: the interceptor is misconfigured (see
-	// Interceptor.Err) or a lock option passed through WithLockOptions is
-	// invalid. Not retryable; every activity the interceptor sees fails
-	// with it rather than run without the lock it was meant to have.
+	// ErrTypeInvalidConfig: a lock option passed through WithLockOptions
+	// is invalid (core checks lock options when a lock is taken). Not
+	// retryable; every keyed activity fails with it rather than run
+	// without the lock it was meant to have.
 	ErrTypeInvalidConfig = "latchkey.InvalidConfig"
 )
 

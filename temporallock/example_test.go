@@ -70,9 +70,15 @@ func Example() {
 	key := temporallock.KeyByArg("Charge", func(in ChargeInput) string { return in.AccountID })
 	var wg sync.WaitGroup
 	for _, cents := range []int{-500, -700} {
-		client := core.NewRedis(rdb) // one per worker process
+		client, err := core.NewRedis(rdb) // one per worker process
+		if err != nil {
+			panic(err)
+		}
 		defer client.Close()
-		ic := temporallock.NewInterceptor(client, temporallock.WithKey(key))
+		ic, err := temporallock.NewInterceptor(client, temporallock.WithKey(key))
+		if err != nil {
+			panic(err)
+		}
 
 		env := quietSuite().NewTestActivityEnvironment() // stands for a worker
 		env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{ic}})
@@ -94,14 +100,17 @@ func Example() {
 // account stays busy for 30 seconds fails with the retryable
 // ErrTypeBusy error and Temporal retries it.
 func ExampleNewInterceptor() {
-	mem := core.NewMemory() // core.NewRedis(rdb) across processes
+	mem, err := core.NewMemory() // core.NewRedis(rdb) across processes
+	if err != nil {
+		panic(err)
+	}
 	defer mem.Close()
-	ic := temporallock.NewInterceptor(mem,
+	ic, err := temporallock.NewInterceptor(mem,
 		temporallock.WithKey(temporallock.KeyByArg("Charge", func(in ChargeInput) string { return in.AccountID })),
 		temporallock.WithWaitTimeout(30*time.Second),
 		temporallock.WithLockOptions(core.WithTTL(10*time.Second)),
 	)
-	if err := ic.Err(); err != nil {
+	if err != nil {
 		fmt.Println("misconfigured:", err)
 		return
 	}
@@ -186,10 +195,16 @@ func ExampleFirstKey() {
 // the highest fence per key rejects a write from an attempt that lost its
 // lease without noticing.
 func ExampleFenceFromContext() {
-	mem := core.NewMemory()
+	mem, err := core.NewMemory()
+	if err != nil {
+		panic(err)
+	}
 	defer mem.Close()
-	ic := temporallock.NewInterceptor(mem,
+	ic, err := temporallock.NewInterceptor(mem,
 		temporallock.WithKey(temporallock.KeyByArg("Write", func(row string) string { return row })))
+	if err != nil {
+		panic(err)
+	}
 	env := quietSuite().NewTestActivityEnvironment()
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{ic}})
 	env.RegisterActivityWithOptions(func(ctx context.Context, row string) error {
@@ -209,13 +224,19 @@ func ExampleFenceFromContext() {
 // busy and the retry policy does not retry that: an activity error that
 // IsBusy recognises.
 func ExampleIsBusy() {
-	mem := core.NewMemory()
+	mem, err := core.NewMemory()
+	if err != nil {
+		panic(err)
+	}
 	defer mem.Close()
 	held, _ := mem.TryLock(context.Background(), temporallock.KeyPrefix+"Charge:acct-1")
 	defer held.Release(context.Background())
 
-	ic := temporallock.NewInterceptor(mem, temporallock.WithFailFast(),
+	ic, err := temporallock.NewInterceptor(mem, temporallock.WithFailFast(),
 		temporallock.WithKey(temporallock.KeyByArg("Charge", func(in ChargeInput) string { return in.AccountID })))
+	if err != nil {
+		panic(err)
+	}
 	env := quietSuite().NewTestWorkflowEnvironment()
 	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{ic}})
 	env.RegisterActivity(&ledger{})
@@ -231,7 +252,7 @@ func ExampleIsBusy() {
 		return err
 	}, workflow.RegisterOptions{Name: "Pay"})
 	env.ExecuteWorkflow("Pay")
-	err := env.GetWorkflowError()
+	err = env.GetWorkflowError()
 	fmt.Println("busy:", temporallock.IsBusy(err), "lost:", temporallock.IsLost(err))
 	// Output:
 	// busy: true lost: false

@@ -19,8 +19,8 @@ import (
 // An Interceptor is a Temporal worker interceptor that runs keyed
 // activities under a latchkey lock. Install it in worker.Options:
 //
-//	ic := temporallock.NewInterceptor(client, temporallock.WithKey(keyFn))
-//	if err := ic.Err(); err != nil { ... }
+//	ic, err := temporallock.NewInterceptor(client, temporallock.WithKey(keyFn))
+//	if err != nil { ... }
 //	w := worker.New(tc, "queue", worker.Options{Interceptors: []interceptor.WorkerInterceptor{ic}})
 //
 // It intercepts activities only (workflows and Nexus operations pass
@@ -34,18 +34,14 @@ type Interceptor struct {
 	client *core.Client
 	cfg    config
 	holder string // host:pid, for the lease metadata
-	err    error
 }
 
 var _ interceptor.WorkerInterceptor = (*Interceptor)(nil)
 
 // NewInterceptor returns an interceptor that takes its locks on client. It
-// does no I/O. WithKey is required. A configuration error (a nil client,
-// no key function, an invalid option) is reported by Err, and the
-// interceptor then fails every activity it sees with ErrTypeInvalidConfig
-// (not retryable) instead of running it without its lock: check Err before
-// starting the worker.
-func NewInterceptor(client *core.Client, opts ...Option) *Interceptor {
+// does no I/O. WithKey is required. The error is ErrNilClient, ErrNoKey or
+// ErrInvalidOption (with the reason).
+func NewInterceptor(client *core.Client, opts ...Option) (*Interceptor, error) {
 	ic := &Interceptor{client: client, cfg: config{wait: DefaultWaitTimeout}}
 	for _, o := range opts {
 		if o == nil {
@@ -56,19 +52,15 @@ func NewInterceptor(client *core.Client, opts ...Option) *Interceptor {
 	}
 	switch {
 	case ic.cfg.err != nil:
-		ic.err = ic.cfg.err
+		return nil, ic.cfg.err
 	case client == nil:
-		ic.err = ErrNilClient
+		return nil, ErrNilClient
 	case ic.cfg.key == nil:
-		ic.err = ErrNoKey
+		return nil, ErrNoKey
 	}
 	ic.holder = nodeid.Default(256)
-	return ic
+	return ic, nil
 }
-
-// Err returns nil if the interceptor is usable, else the configuration
-// error: ErrNilClient, ErrNoKey or ErrInvalidOption (with the reason).
-func (ic *Interceptor) Err() error { return ic.err }
 
 // InterceptActivity implements interceptor.WorkerInterceptor: the Temporal
 // worker calls it for each activity task.
@@ -85,9 +77,6 @@ type activityInbound struct {
 func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (res any, err error) {
 	ic := a.ic
 	info := activity.GetInfo(ctx)
-	if ic.err != nil {
-		return nil, appError(ErrTypeInvalidConfig, "activity "+info.ActivityType.Name+" not run: temporallock misconfigured", ic.err)
-	}
 	key, ok := ic.cfg.key(info, in.Args)
 	if !ok {
 		return a.Next.ExecuteActivity(ctx, in)

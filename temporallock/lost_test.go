@@ -33,9 +33,9 @@ func TestPanicAfterLossIsLost(t *testing.T) {
 		w := newWorks()
 		obs := &seen{}
 		client := b.newClient(t)
-		ic := temporallock.NewInterceptor(client,
+		ic := mustNew(temporallock.NewInterceptor(client,
 			temporallock.WithKey(temporallock.KeyByArg("Doom", func(o Order) string { return o.Account })),
-			temporallock.WithLockOptions(core.WithTTL(300*time.Millisecond)), temporallock.WithObserver(obs))
+			temporallock.WithLockOptions(core.WithTTL(300*time.Millisecond)), temporallock.WithObserver(obs)))
 		account := uniqueID(t)
 		lockKey := temporallock.KeyPrefix + "Doom:" + account
 		env := activityEnv(ic, w)
@@ -92,8 +92,8 @@ func TestLostErrorOneLine(t *testing.T) {
 	forEachBackend(t, true, func(t *testing.T, b backend) {
 		w := newWorks()
 		obs := &seen{}
-		ic := temporallock.NewInterceptor(b.newClient(t), temporallock.WithKey(byAccount),
-			temporallock.WithLockOptions(core.WithTTL(300*time.Millisecond)), temporallock.WithObserver(obs))
+		ic := mustNew(temporallock.NewInterceptor(b.newClient(t), temporallock.WithKey(byAccount),
+			temporallock.WithLockOptions(core.WithTTL(300*time.Millisecond)), temporallock.WithObserver(obs)))
 		account := uniqueID(t)
 		env := activityEnv(ic, w)
 		done := make(chan error, 1)

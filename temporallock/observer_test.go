@@ -34,12 +34,12 @@ func (s *seen) ActivityLockStart(ctx context.Context, activityType string) (cont
 }
 
 func TestObserver(t *testing.T) {
-	mem := core.NewMemory()
+	mem := mustNew(core.NewMemory())
 	defer mem.Close()
 	obs := &seen{}
 	w := newWorks()
-	ic := temporallock.NewInterceptor(mem, temporallock.WithKey(byAccount), temporallock.WithFailFast(),
-		temporallock.WithObserver(obs))
+	ic := mustNew(temporallock.NewInterceptor(mem, temporallock.WithKey(byAccount), temporallock.WithFailFast(),
+		temporallock.WithObserver(obs)))
 
 	// Ran: the outcome, the fence of the lease, no error.
 	if _, err := activityEnv(ic, w).ExecuteActivity(w.Hold, Order{Account: "a1"}); err != nil {

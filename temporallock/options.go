@@ -69,9 +69,8 @@ func (c *config) fail(err error) {
 }
 
 // WithKey sets the function that decides which activities run under a lock
-// and under which key. It is required: without it (or with a nil fn) the
-// interceptor fails every activity with ErrTypeInvalidConfig and Err
-// returns ErrNoKey. Given twice, the last one wins; combine several with
+// and under which key. It is required: without it (or with a nil fn)
+// NewInterceptor returns ErrNoKey. Given twice, the last one wins; combine several with
 // FirstKey.
 func WithKey(fn KeyFunc) Option {
 	return optionFunc(func(c *config) { c.key = fn })

@@ -67,7 +67,7 @@ func backends() []struct {
 			return redisBackend(t, "redis", func(t *testing.T) *redis.Client { return redistest.Client(t) })
 		}},
 		{"memory", func(t *testing.T) backend {
-			mem := core.NewMemory()
+			mem := mustNew(core.NewMemory())
 			t.Cleanup(func() { mem.Close() })
 			return backend{name: "memory", newClient: func(*testing.T) *core.Client { return mem }}
 		}},
@@ -80,7 +80,7 @@ func redisBackend(t *testing.T, name string, dial func(t *testing.T) *redis.Clie
 	return backend{
 		name: name,
 		newClient: func(t *testing.T) *core.Client {
-			c := core.NewRedis(dial(t))
+			c := mustNew(core.NewRedis(dial(t)))
 			t.Cleanup(func() { c.Close() })
 			return c
 		},

@@ -13,11 +13,10 @@ import (
 	"go.temporal.io/sdk/activity"
 )
 
-// A misconfigured interceptor says so through Err, and fails every
-// activity with the non-retryable ErrTypeInvalidConfig error instead of
-// running it without its lock.
+// A misconfigured interceptor is refused by NewInterceptor, with an error
+// that says what is wrong.
 func TestInvalidConfig(t *testing.T) {
-	mem := core.NewMemory()
+	mem := mustNew(core.NewMemory())
 	t.Cleanup(func() { mem.Close() })
 	cases := []struct {
 		name   string
@@ -33,21 +32,15 @@ func TestInvalidConfig(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ic := temporallock.NewInterceptor(tc.client, tc.opts...)
-			if err := ic.Err(); !errors.Is(err, tc.want) {
-				t.Fatalf("Err() = %v, want %v", err, tc.want)
-			}
-			w := newWorks()
-			_, err := activityEnv(ic, w).ExecuteActivity(w.Free, Order{Account: "a"})
-			wantFailure(t, err, temporallock.ErrTypeInvalidConfig, true)
-			if w.runs != 0 {
-				t.Errorf("the activity ran")
+			ic, err := temporallock.NewInterceptor(tc.client, tc.opts...)
+			if !errors.Is(err, tc.want) || ic != nil {
+				t.Fatalf("NewInterceptor = %v, %v; want nil, %v", ic, err, tc.want)
 			}
 		})
 	}
 	t.Run("valid", func(t *testing.T) {
-		if err := temporallock.NewInterceptor(mem, temporallock.WithKey(byAccount)).Err(); err != nil {
-			t.Errorf("Err() = %v, want nil", err)
+		if _, err := temporallock.NewInterceptor(mem, temporallock.WithKey(byAccount)); err != nil {
+			t.Errorf("NewInterceptor = %v, want nil error", err)
 		}
 	})
 }
@@ -57,7 +50,7 @@ func TestInvalidConfig(t *testing.T) {
 // activity never runs unlocked by mistake. So does a core lock option that
 // the core rejects, with ErrTypeInvalidConfig.
 func TestInvalidKeysAndLockOptions(t *testing.T) {
-	mem := core.NewMemory()
+	mem := mustNew(core.NewMemory())
 	t.Cleanup(func() { mem.Close() })
 	constant := func(key string) temporallock.KeyFunc {
 		return func(activity.Info, []any) (string, bool) { return key, true }
@@ -80,14 +73,14 @@ func TestInvalidKeysAndLockOptions(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ic := temporallock.NewInterceptor(mem, tc.opts...)
+			ic := mustNew(temporallock.NewInterceptor(mem, tc.opts...))
 			w := newWorks()
 			_, err := activityEnv(ic, w).ExecuteActivity(w.Free, Order{})
 			wantFailure(t, err, tc.wantType, true)
 		})
 	}
 	t.Run("longest key", func(t *testing.T) {
-		ic := temporallock.NewInterceptor(mem, temporallock.WithKey(constant(strings.Repeat("k", temporallock.MaxKeyLen))))
+		ic := mustNew(temporallock.NewInterceptor(mem, temporallock.WithKey(constant(strings.Repeat("k", temporallock.MaxKeyLen)))))
 		w := newWorks()
 		if _, err := activityEnv(ic, w).ExecuteActivity(w.Free, Order{}); err != nil {
 			t.Errorf("a key of MaxKeyLen bytes: %v", err)
@@ -102,11 +95,11 @@ func TestBackendUnavailable(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { rdb.Close() })
-	client := core.NewRedis(rdb)
+	client := mustNew(core.NewRedis(rdb))
 	t.Cleanup(func() { client.Close() })
 	mr.Close()
 	for _, opt := range []temporallock.Option{temporallock.WithFailFast(), temporallock.WithWaitTimeout(time.Second)} {
-		ic := temporallock.NewInterceptor(client, temporallock.WithKey(byAccount), opt)
+		ic := mustNew(temporallock.NewInterceptor(client, temporallock.WithKey(byAccount), opt))
 		w := newWorks()
 		_, err := activityEnv(ic, w).ExecuteActivity(w.Hold, Order{Account: uniqueID(t)})
 		wantFailure(t, err, temporallock.ErrTypeUnavailable, false)
@@ -115,9 +108,9 @@ func TestBackendUnavailable(t *testing.T) {
 		}
 	}
 	// A closed core.Client is unavailable too.
-	closed := core.NewMemory()
+	closed := mustNew(core.NewMemory())
 	closed.Close()
-	ic := temporallock.NewInterceptor(closed, temporallock.WithKey(byAccount))
+	ic := mustNew(temporallock.NewInterceptor(closed, temporallock.WithKey(byAccount)))
 	w := newWorks()
 	_, err := activityEnv(ic, w).ExecuteActivity(w.Hold, Order{Account: uniqueID(t)})
 	wantFailure(t, err, temporallock.ErrTypeUnavailable, false)

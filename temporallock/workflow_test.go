@@ -47,7 +47,7 @@ func workflowEnv(ic *temporallock.Interceptor, w *works, policy *temporal.RetryP
 func TestWorkflowParallelActivities(t *testing.T) {
 	forEachBackend(t, false, func(t *testing.T, b backend) {
 		w := newWorks()
-		ic := temporallock.NewInterceptor(b.newClient(t), temporallock.WithKey(byAccount))
+		ic := mustNew(temporallock.NewInterceptor(b.newClient(t), temporallock.WithKey(byAccount)))
 		env := workflowEnv(ic, w, nil)
 		id := uniqueID(t)
 		orders := []Order{{id, 1}, {id, 2}, {id + "-b", 3}, {id, 4}, {id + "-c", 5}, {id, 6}}
@@ -65,9 +65,9 @@ func TestWorkflowParallelActivities(t *testing.T) {
 // their arguments.
 func TestWorkflowKeyByWorkflowID(t *testing.T) {
 	w := newWorks()
-	mem := core.NewMemory()
+	mem := mustNew(core.NewMemory())
 	t.Cleanup(func() { mem.Close() })
-	ic := temporallock.NewInterceptor(mem, temporallock.WithKey(temporallock.KeyByWorkflowID("Hold")))
+	ic := mustNew(temporallock.NewInterceptor(mem, temporallock.WithKey(temporallock.KeyByWorkflowID("Hold"))))
 	env := workflowEnv(ic, w, nil)
 	id := uniqueID(t)
 	env.ExecuteWorkflow("Orders", []Order{{id + "-a", 1}, {id + "-b", 2}, {id + "-c", 3}})
@@ -95,7 +95,7 @@ func TestWorkflowRetriesBusy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			mem := core.NewMemory()
+			mem := mustNew(core.NewMemory())
 			t.Cleanup(func() { mem.Close() })
 			account := uniqueID(t)
 			holder, err := mem.TryLock(context.Background(), temporallock.KeyPrefix+"Hold:"+account)
@@ -105,7 +105,7 @@ func TestWorkflowRetriesBusy(t *testing.T) {
 			t.Cleanup(func() { holder.Release(context.Background()) })
 
 			w := newWorks()
-			ic := temporallock.NewInterceptor(mem, temporallock.WithKey(byAccount), temporallock.WithFailFast())
+			ic := mustNew(temporallock.NewInterceptor(mem, temporallock.WithKey(byAccount), temporallock.WithFailFast()))
 			env := workflowEnv(ic, w, &temporal.RetryPolicy{
 				InitialInterval: time.Second, BackoffCoefficient: 1, MaximumAttempts: 20,
 				NonRetryableErrorTypes: tc.nonRetryable,

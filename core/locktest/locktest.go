@@ -6,7 +6,11 @@
 //
 //	func TestConformance(t *testing.T) {
 //		locktest.Run(t, func(t *testing.T) *core.Client {
-//			return core.NewRedis(rdb)
+//			c, err := core.NewRedis(rdb)
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return c
 //		})
 //	}
 //

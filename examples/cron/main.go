@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log"
 	"sync"
@@ -31,19 +30,9 @@ import (
 const ticks = 4 // how many ticks of "report" to watch
 
 func main() {
-	traceOn := flag.Bool("trace", false, "print OpenTelemetry spans (stdout exporter) and a metrics summary")
-	flag.Parse()
-	tel, err := demo.SetupTelemetry("examples/cron", *traceOn)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer tel.Report()
-	rdb, where, cleanup, err := demo.Redis()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer cleanup()
-	fmt.Println("using", where)
+	env := demo.Start("examples/cron")
+	defer env.Close()
+	tel, rdb := env.Tel, env.Redis
 	fmt.Println(`three nodes run "report" (@every 1s, instant) and "settle" (@every 1s, takes 1.5s)`)
 
 	var mu sync.Mutex // one printer for all nodes
@@ -63,11 +52,17 @@ func main() {
 		lockOpts = append(lockOpts, cronlock.WithObserver(tel.Inst))
 	}
 	for _, node := range []string{"node-a", "node-b", "node-c"} {
-		client := core.NewRedis(rdb, coreOpts...)
+		client, err := core.NewRedis(rdb, coreOpts...)
+		if err != nil {
+			log.Fatal(err)
+		}
 		defer client.Close()
-		l := cronlock.New(client, append(lockOpts, cronlock.WithNodeID(node))...)
+		l, err := cronlock.New(client, append(lockOpts, cronlock.WithNodeID(node))...)
+		if err != nil {
+			log.Fatal(err)
+		}
 		c := cron.New(cron.WithLocation(time.UTC))
-		_, err := l.AddFunc(c, "@every 1s", "report", func(ctx context.Context) error {
+		_, err = l.AddFunc(c, "@every 1s", "report", func(ctx context.Context) error {
 			t, _ := cronlock.TickFromContext(ctx)
 			say("%s  report  ran on %s", t.Planned.Format("15:04:05"), t.Node)
 			reported <- struct{}{}

@@ -53,7 +53,10 @@ func main() {
 		log.Fatal(err)
 	}
 	defer closeRedis()
-	locks := core.NewRedis(rdb, core.WithKeyPrefix("inventory-demo"))
+	locks, err := core.NewRedis(rdb, core.WithKeyPrefix("inventory-demo"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer locks.Close()
 
 	fmt.Println("database:", where)
@@ -72,7 +75,10 @@ func main() {
 			opts = append(opts, dbguard.WithRetryBudget(999)) // one hot row: let every buyer get an answer
 		}
 		defer drop(db, table) // deferred first, so it runs after Close
-		g := dbguard.New(db, opts...)
+		g, err := dbguard.New(db, opts...)
+		if err != nil {
+			log.Fatal(err)
+		}
 		defer g.Close()
 		if err := g.Migrate(ctx); err != nil {
 			log.Fatal(err)
@@ -110,7 +116,10 @@ func main() {
 	// computed from that read ("update stock set num = $num"). Buyers think
 	// for a millisecond in between, as any real service does.
 	table := "inventory_naive_" + run
-	g := dbguard.New(db, dbguard.WithTable(table))
+	g, err := dbguard.New(db, dbguard.WithTable(table))
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := g.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
@@ -201,7 +210,7 @@ func openDB() (*sql.DB, string, func(), error) {
 
 // placeholders returns the first two bind parameters of db's dialect.
 func placeholders(db *sql.DB) [2]string {
-	if dbguard.New(db).Dialect() == dbguard.Postgres {
+	if g, err := dbguard.New(db); err == nil && g.Dialect() == dbguard.Postgres {
 		return [2]string{"$1", "$2"}
 	}
 	return [2]string{"?", "?"}

@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log"
 	"sync"
@@ -25,19 +24,9 @@ import (
 )
 
 func main() {
-	traceOn := flag.Bool("trace", false, "print OpenTelemetry spans (stdout exporter) and a metrics summary")
-	flag.Parse()
-	tel, err := demo.SetupTelemetry("examples/lock", *traceOn)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer tel.Report()
-	rdb, where, cleanup, err := demo.Redis()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer cleanup()
-	fmt.Println("using", where)
+	env := demo.Start("examples/lock")
+	defer env.Close()
+	tel, rdb := env.Tel, env.Redis
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -48,7 +37,10 @@ func main() {
 	}
 	var nodes []*core.Client
 	for i := 0; i < 3; i++ {
-		c := core.NewRedis(rdb, opts...)
+		c, err := core.NewRedis(rdb, opts...)
+		if err != nil {
+			log.Fatal(err)
+		}
 		defer c.Close()
 		nodes = append(nodes, c)
 	}

@@ -67,7 +67,10 @@ func main() {
 		r = sr
 		fmt.Println("using", where, "and the Temporal server at", addr, "(two workers)")
 	} else {
-		client := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+		client, err := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+		if err != nil {
+			log.Fatal(err)
+		}
 		defer client.Close()
 		r = testRunner{ics: interceptors(client, a), app: a}
 		fmt.Println("using", where, "and the Temporal test environment (set TEMPORAL_ADDRESS for a server)")
@@ -81,7 +84,10 @@ func main() {
 
 	fmt.Println("\n2. an operator holds acct-9 for 1.5s; a charge waits at most 0.5s per attempt")
 	a.begin()
-	operator := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+	operator, err := core.NewRedis(rdb, core.WithKeyPrefix(prefix))
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer operator.Close()
 	held, err := operator.TryLock(ctx, temporallock.KeyPrefix+"Charge:acct-9")
 	if err != nil {
@@ -118,7 +124,7 @@ func interceptors(c *core.Client, a *app) []interceptor.WorkerInterceptor {
 // account, rebuilds by workflow ID; waits of at most half a second; short
 // leases so the lost lease shows quickly.
 func newInterceptor(c *core.Client) *temporallock.Interceptor {
-	ic := temporallock.NewInterceptor(c,
+	ic, err := temporallock.NewInterceptor(c,
 		temporallock.WithKey(temporallock.FirstKey(
 			temporallock.KeyByArg("Charge", func(in ChargeInput) string { return in.AccountID }),
 			temporallock.KeyByWorkflowID("Rebuild"),
@@ -126,7 +132,7 @@ func newInterceptor(c *core.Client) *temporallock.Interceptor {
 		temporallock.WithWaitTimeout(500*time.Millisecond),
 		temporallock.WithLockOptions(core.WithTTL(600*time.Millisecond)),
 	)
-	if err := ic.Err(); err != nil {
+	if err != nil {
 		log.Fatal(err)
 	}
 	return ic
@@ -302,7 +308,10 @@ func newServerRunner(addr string, rdb redis.UniversalClient, a *app) (*serverRun
 	}
 	r := &serverRunner{tc: tc}
 	for range 2 {
-		c := core.NewRedis(rdb, core.WithKeyPrefix(prefix)) // one per worker process
+		c, err := core.NewRedis(rdb, core.WithKeyPrefix(prefix)) // one per worker process
+		if err != nil {
+			log.Fatal(err)
+		}
 		w := worker.New(tc, taskQueue, worker.Options{Interceptors: interceptors(c, a)})
 		register(w, a)
 		r.clients = append(r.clients, c)

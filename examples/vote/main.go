@@ -18,7 +18,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -38,19 +37,9 @@ import (
 )
 
 func main() {
-	traceOn := flag.Bool("trace", false, "print OpenTelemetry spans (stdout exporter) and a metrics summary")
-	flag.Parse()
-	tel, err := demo.SetupTelemetry("examples/vote", *traceOn)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer tel.Report()
-	rdb, where, cleanup, err := demo.Redis()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer cleanup()
-	fmt.Println("using", where)
+	env := demo.Start("examples/vote")
+	defer env.Close()
+	tel, rdb := env.Tel, env.Redis
 
 	// A fresh prefix per run, so a real Redis shows the same story twice;
 	// its keys are deleted at the end.
@@ -62,7 +51,10 @@ func main() {
 		// One Instrumentation for the middlewares and for the store's
 		// leases, which then nest under the decisions that take them.
 		obs = tel.Inst
-		locks := core.NewRedis(rdb, core.WithKeyPrefix(prefix), core.WithObserver(tel.Inst))
+		locks, err := core.NewRedis(rdb, core.WithKeyPrefix(prefix), core.WithObserver(tel.Inst))
+		if err != nil {
+			log.Fatal(err)
+		}
 		defer locks.Close()
 		storeOpts = append(storeOpts, httpidem.WithLocks(locks))
 	}

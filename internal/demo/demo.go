@@ -3,7 +3,9 @@
 package demo
 
 import (
+	"flag"
 	"fmt"
+	"log"
 	"os"
 
 	"github.com/alicebob/miniredis/v2"
@@ -31,3 +33,32 @@ func Redis() (redis.UniversalClient, string, func(), error) {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	return rdb, "embedded miniredis (set REDIS_URL for a real server)", func() { rdb.Close(); stop(); mr.Close() }, nil
 }
+
+// Env is what an example program starts with: its telemetry (-trace) and
+// its Redis.
+type Env struct {
+	Tel   *Telemetry
+	Redis redis.UniversalClient
+	close func()
+}
+
+// Start parses the -trace flag, sets up telemetry for service and opens
+// Redis (see Redis), printing which; it exits the program on failure.
+// Close reports the telemetry and closes what Start opened.
+func Start(service string) *Env {
+	traceOn := flag.Bool("trace", false, "print OpenTelemetry spans (stdout exporter) and a metrics summary")
+	flag.Parse()
+	tel, err := SetupTelemetry(service, *traceOn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	rdb, where, cleanup, err := Redis()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("using", where)
+	return &Env{Tel: tel, Redis: rdb, close: func() { cleanup(); tel.Report() }}
+}
+
+// Close closes Redis and reports the telemetry.
+func (e *Env) Close() { e.close() }

@@ -83,7 +83,7 @@ func lockStores() []struct {
 		admin := dial(t)
 		t.Cleanup(func() { forgetKeys(t, admin) })
 		return lockStore{name: name, admin: admin, client: func(t *testing.T) *core.Client {
-			c := core.NewRedis(dial(t))
+			c := mustNew(core.NewRedis(dial(t)))
 			t.Cleanup(func() { c.Close() })
 			return c
 		}}
@@ -116,7 +116,7 @@ func startWorkers(t *testing.T, ts *temporaltest.TestServer, store lockStore, qu
 	var first client.Client
 	for i := range 2 {
 		tc := ts.NewClientWithOptions(client.Options{Logger: quiet, Identity: fmt.Sprintf("worker-%d", i)})
-		ic := temporallock.NewInterceptor(store.client(t), append([]temporallock.Option{temporallock.WithKey(keys)}, opts...)...)
+		ic := mustNew(temporallock.NewInterceptor(store.client(t), append([]temporallock.Option{temporallock.WithKey(keys)}, opts...)...))
 		if err := ic.Err(); err != nil {
 			t.Fatal(err)
 		}
