@@ -4,18 +4,21 @@
 # fails), vet, a gofmt check and a short benchmark smoke run.
 
 GO        ?= go
-MODULES   := . ./bench
+# Every module of the repository (see README, "Modules"): the root holds core,
+# cronlock and httpidem; heavy adapters have modules of their own so that a
+# program importing core does not see their dependencies.
+MODULES   := . ./dbguard ./echomw ./temporallock ./otel ./examples ./bench
 PKGS      := ./...
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: all demo test ci soak fuzz test-temporal vet fmt-check readme-check lint bench bench-smoke tidy
+.PHONY: all demo test ci soak fuzz test-temporal vet fmt-check readme-check lean-check lint bench bench-smoke tidy
 
 all: vet test
 
 ## demo: run the examples on embedded defaults (miniredis, SQLite)
 demo:
-	@for d in $$(ls -d examples/*/); do \
-		echo "==> $$d"; $(GO) run ./$$d || exit 1; echo; \
+	@for d in $$(cd examples && ls -d */ | grep -v '^internal/'); do \
+		echo "==> examples/$$d"; (cd examples && $(GO) run ./$$d) || exit 1; echo; \
 	done
 
 ## test: all tests under the race detector (-short: the fault-injection
@@ -25,7 +28,7 @@ test:
 
 ## ci: vet, gofmt, every test (fault injection included) with every server
 ## required, benchmark smoke run
-ci: vet fmt-check readme-check
+ci: vet fmt-check readme-check lean-check
 	@for m in $(MODULES); do (cd $$m && echo "==> go test $$m (servers required)" && \
 		LATCHKEY_REQUIRE_SERVERS=1 $(GO) test $(TESTFLAGS) $(PKGS)) || exit 1; done
 	$(MAKE) test-temporal
@@ -65,7 +68,7 @@ readme-check:
 ## lint: vet, gofmt and staticcheck (pinned; fetched through the module proxy)
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint: vet fmt-check
-	$(GO) run $(STATICCHECK) ./...
+	@for m in $(MODULES); do (cd $$m && echo "==> staticcheck $$m" && $(GO) run $(STATICCHECK) ./...) || exit 1; done
 
 ## bench: core micro-benchmarks and the peer comparison (needs Redis)
 bench:
@@ -74,8 +77,26 @@ bench:
 
 ## bench-smoke: every benchmark once, briefly, so they keep compiling and running
 bench-smoke:
-	$(GO) test -run '^$$' -bench . -benchtime 100x -benchmem ./...
-	cd bench && $(GO) test -run '^$$' -bench . -benchtime 100x ./...
+	@for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchtime 100x -benchmem ./...) || exit 1; done
+
+## lean-check: a program that imports only core sees go-redis's own module
+## graph plus at most LEAN_EXTRA small modules (latchkey included) in
+## `go list -m all`, and never an adapter's dependencies
+LEAN_EXTRA ?= 6
+lean-check:
+	@rm -rf .lean-check && mkdir -p .lean-check/core .lean-check/redis && \
+	printf 'module leancheck\n\ngo 1.26.0\n\nrequire github.com/latchkey/latchkey v0.2.0\n\nreplace github.com/latchkey/latchkey => ../../\n' > .lean-check/core/go.mod && \
+	printf 'package main\n\nimport _ "github.com/latchkey/latchkey/core"\n\nfunc main() {}\n' > .lean-check/core/main.go && \
+	printf 'module leanbase\n\ngo 1.26.0\n\nrequire github.com/redis/go-redis/v9 %s\n' $$($(GO) list -m -f '{{.Version}}' github.com/redis/go-redis/v9) > .lean-check/redis/go.mod && \
+	printf 'package main\n\nimport _ "github.com/redis/go-redis/v9"\n\nfunc main() {}\n' > .lean-check/redis/main.go && \
+	(cd .lean-check/core && $(GO) mod tidy && $(GO) build -o /dev/null . && $(GO) list -m all | tail -n +2 | cut -d' ' -f1 | sort > ../core.txt) && \
+	(cd .lean-check/redis && $(GO) mod tidy && $(GO) list -m all | tail -n +2 | cut -d' ' -f1 | sort > ../redis.txt) && \
+	extra=$$(comm -23 .lean-check/core.txt .lean-check/redis.txt) && n=$$(echo "$$extra" | wc -l) && \
+	echo "a core-only program: $$(wc -l < .lean-check/core.txt) modules; go-redis alone: $$(wc -l < .lean-check/redis.txt); beyond go-redis's ($$n):" && \
+	echo "$$extra" | sed 's/^/  /' && \
+	if echo "$$extra" | grep -Eq 'temporal|labstack|opentelemetry|sqlite|pgx|mysql|toxiproxy|grpc'; then echo "lean-check: an adapter's dependency leaked into the root module"; exit 1; fi && \
+	if [ $$n -gt $(LEAN_EXTRA) ]; then echo "lean-check: $$n modules beyond go-redis's, over $(LEAN_EXTRA)"; exit 1; fi && \
+	rm -rf .lean-check
 
 tidy:
 	@for m in $(MODULES) ./temporallock/integration; do (cd $$m && $(GO) mod tidy -e) || exit 1; done

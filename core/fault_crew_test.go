@@ -126,6 +126,12 @@ func (r *faultRun) startCrew(clients []*core.Client, rounds int, b body, opts ..
 				h.crew = true
 				b(w, round, h)
 				r.release(h)
+				// A breath between jobs, as real workers take: without it
+				// the releasing worker, which needs no wake-up, wins the key
+				// back almost every time and a worker that must be woken
+				// (the victim behind a proxy) can starve in the default,
+				// unfair mode.
+				time.Sleep(time.Millisecond + rand.N(2*time.Millisecond))
 			}
 		}()
 	}

@@ -3,7 +3,7 @@ package core_test
 // The fault-injection suite: workers, each with its own Client, take one
 // lock and write (fence, value) to a fenced register (fault_harness_test.go)
 // while the test pauses holders, restarts Redis, cuts and delays their
-// connections (an in-process toxiproxy, fault_proxy_test.go) and breaks
+// connections (an in-process fault proxy, fault_proxy_test.go) and breaks
 // Redlock nodes (fault_redlock_test.go). Every scenario checks that the fenced register never
 // accepts a stale write, that every holder whose write came too late was
 // told through Lost(), that fences rise across the faults, that the errors
@@ -119,10 +119,10 @@ func TestFaultSuspendedClient(t *testing.T) {
 		cause  func(error) bool
 	}{
 		{"black hole", func(fp *faultProxy) func() {
-			return fp.add("blackhole", "timeout", "upstream", map[string]int64{"timeout": 0})
+			return fp.blackhole(up)
 		}, isTimeout},
 		{"delay past ttl", func(fp *faultProxy) func() {
-			return fp.add("delay", "latency", "upstream", map[string]int64{"latency": 2000})
+			return fp.delay(up, 2*time.Second, 0)
 		}, isTimeout},
 		{"cut", (*faultProxy).cut, isDisconnect},
 	} {
@@ -214,7 +214,7 @@ func TestFaultFlakyNetwork(t *testing.T) {
 	var clients []*core.Client
 	for range 4 {
 		fp := startProxy(t, srv.Addr())
-		fp.add("jitter", "latency", "downstream", map[string]int64{"latency": 2, "jitter": 2})
+		fp.delay(down, 2*time.Millisecond, 2*time.Millisecond)
 		proxies = append(proxies, fp)
 		clients = append(clients, r.redisClient(faultRedis(t, fp.Addr())))
 	}
@@ -244,13 +244,13 @@ func TestFaultFlakyNetwork(t *testing.T) {
 			undo, d = fp.cut(), 150*time.Millisecond
 		case 1:
 			faults["reset"]++
-			undo, d = fp.add("reset", "reset_peer", "upstream", map[string]int64{"timeout": 0}), 150*time.Millisecond
+			undo, d = fp.resetAll(), 150*time.Millisecond
 		case 2:
 			faults["black hole"]++
-			undo, d = fp.add("blackhole", "timeout", "upstream", map[string]int64{"timeout": 0}), ttl+200*time.Millisecond
+			undo, d = fp.blackhole(up), ttl+200*time.Millisecond
 		default:
 			faults["latency spike"]++
-			undo, d = fp.add("spike", "latency", "downstream", map[string]int64{"latency": 400}), ttl
+			undo, d = fp.delay(down, 400*time.Millisecond, 0), ttl
 		}
 		r.debugf("fault on proxy %s for %v", fp.Addr(), d)
 		time.Sleep(d)
@@ -299,7 +299,7 @@ func TestFaultLossReportedAtExpiry(t *testing.T) {
 				t.Fatal(err)
 			}
 			acquired := time.Now()
-			undo := fp.add("blackhole", "timeout", "upstream", map[string]int64{"timeout": 0})
+			undo := fp.blackhole(up)
 			select {
 			case <-l.Lost():
 				t.Logf("Lost() closed %v after the acquisition: %v", time.Since(acquired).Round(time.Millisecond), l.Err())

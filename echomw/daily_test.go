@@ -43,7 +43,7 @@ func TestDailyVoteRouterStyle(t *testing.T) {
 			t.Fatalf("another user: %d", w.Code)
 		}
 		isProblem(t, serve(e, "POST", "/vote/9", ""), http.StatusUnauthorized, httpidem.CodeUnauthenticated)
-		if got := d.outcomes(); got != "first duplicate first first invalid" {
+		if got := d.outcomes(); got != "first duplicate first first unauthenticated" {
 			t.Fatalf("decisions %s", got)
 		}
 		n, err := store.Count(t.Context(), "vote", "9", httpidem.DayOf(now, nil))

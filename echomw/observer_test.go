@@ -117,14 +117,14 @@ func TestObserverEcho(t *testing.T) {
 	starts, ends := obs.state()
 	want := []string{
 		"idempotency/orders first", "idempotency/orders replayed",
-		"daily/vote first", "daily/vote duplicate", "daily/vote released", "daily/vote released", "daily/vote invalid",
+		"daily/vote first", "daily/vote duplicate", "daily/vote released", "daily/vote released", "daily/vote unauthenticated",
 		"paramlock//sku/:sku/deduct acquired", "paramlock//sku/:sku/deduct acquired",
 		"paramlock//sku/:sku/deduct locked", "paramlock//sku/:sku/deduct invalid",
 	}
 	if starts != len(want) || !slices.Equal(ends, want) {
 		t.Errorf("%d starts, ends:\n%q\nwant:\n%q", starts, ends, want)
 	}
-	if got := d.outcomes(); got != "first duplicate first released first released invalid" {
+	if got := d.outcomes(); got != "first duplicate first released first released unauthenticated" {
 		t.Errorf("OnDecision %s", got)
 	}
 }

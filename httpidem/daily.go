@@ -221,7 +221,7 @@ func (d *DailyGuard) Begin(r *http.Request, ex DailyExtractors) *Call {
 	subject, object, loc, p := d.who(r, ex)
 	if p != nil {
 		ctx, rep := d.start(r.Context())
-		rep.last(ctx, OutcomeInvalid, p.Status, p.Err)
+		rep.last(ctx, rejected(p), p.Status, p.Err)
 		return answer(r, p)
 	}
 	if d.cfg.Mode == ModeCount {

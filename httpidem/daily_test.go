@@ -78,7 +78,7 @@ func TestDailyGate(t *testing.T) {
 		}
 		problem(t, do(h, "POST", "/vote/9", ""), http.StatusUnauthorized, httpidem.CodeUnauthenticated)
 		problem(t, do(h, "POST", "/vote/bad", "", withUser("u1")), http.StatusBadRequest, httpidem.CodeInvalidRequest)
-		want := []httpidem.Outcome{"first", "duplicate", "first", "first", "invalid", "invalid"}
+		want := []httpidem.Outcome{"first", "duplicate", "first", "first", "unauthenticated", "invalid"}
 		got := d.outcomes()
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("decisions %v, want %v", got, want)

@@ -1,5 +1,7 @@
 package httpidem
 
+import "errors"
+
 // An Outcome names what a middleware decided for a request. The values are
 // stable and low-cardinality: use them as metric attributes.
 type Outcome string
@@ -7,14 +9,17 @@ type Outcome string
 // The outcomes reported to OnDecision and to an Observer.
 const (
 	// Idempotency.
-	OutcomeFirst      Outcome = "first"       // the request runs under a fresh lease (also Daily: first claim today)
-	OutcomeReplayed   Outcome = "replayed"    // the stored response was sent
-	OutcomeInFlight   Outcome = "in_flight"   // 409: the first request is still running
-	OutcomeMismatch   Outcome = "mismatch"    // 422: same key, different request
-	OutcomeInvalid    Outcome = "invalid"     // 400/401/413: see Err (ErrKeyMissing, ErrInvalidKey, ErrUnauthenticated, ErrBodyTooLarge, ErrInvalidRequest, ErrInvalidParam)
-	OutcomeStoreError Outcome = "store_error" // the store failed; Status is 503, or 0 when failing open
-	OutcomeLost       Outcome = "lease_lost"  // reported after a first request whose lease was lost (not stored)
-	OutcomeNotStored  Outcome = "not_stored"  // reported after a first request whose response was not stored (policy, size, streaming)
+	OutcomeFirst    Outcome = "first"     // the request runs under a fresh lease (also Daily: first claim today)
+	OutcomeReplayed Outcome = "replayed"  // the stored response was sent
+	OutcomeInFlight Outcome = "in_flight" // 409: the first request is still running
+	OutcomeMismatch Outcome = "mismatch"  // 422: same key, different request
+	OutcomeInvalid  Outcome = "invalid"   // 400/413: see Err (ErrKeyMissing, ErrInvalidKey, ErrBodyTooLarge, ErrInvalidRequest, ErrInvalidParam)
+	// OutcomeUnauthenticated: 401, the Principal or Subject function could
+	// not identify the caller (ErrUnauthenticated); also Daily.
+	OutcomeUnauthenticated Outcome = "unauthenticated"
+	OutcomeStoreError      Outcome = "store_error" // the store failed; Status is 503, or 0 when failing open
+	OutcomeLost            Outcome = "lease_lost"  // reported after a first request whose lease was lost (not stored)
+	OutcomeNotStored       Outcome = "not_stored"  // reported after a first request whose response was not stored (policy, size, streaming)
 
 	// Daily.
 	OutcomeDuplicate Outcome = "duplicate" // the subject already claimed today (Gate: 409 or DuplicateHandler; Count: not counted)
@@ -49,3 +54,12 @@ const (
 	KindDaily       = "daily"       // DailyGuard
 	KindParamLock   = "paramlock"   // ParamLockGuard
 )
+
+// rejected is the outcome of a request answered with p before it ran:
+// unauthenticated or invalid.
+func rejected(p *Problem) Outcome {
+	if errors.Is(p.Err, ErrUnauthenticated) {
+		return OutcomeUnauthenticated
+	}
+	return OutcomeInvalid
+}

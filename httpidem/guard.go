@@ -130,7 +130,7 @@ func (g *IdempotencyGuard) Begin(r *http.Request, principal func(*http.Request) 
 	}
 	who, p := g.identify(r, principal)
 	if p != nil {
-		return reject(OutcomeInvalid, p)
+		return reject(rejected(p), p)
 	}
 	body, p := g.readBody(r)
 	if p != nil {

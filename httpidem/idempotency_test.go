@@ -249,7 +249,7 @@ func TestDecisionsOfRejections(t *testing.T) {
 	}{
 		{httpidem.OutcomeInvalid, httpidem.ErrKeyMissing},
 		{httpidem.OutcomeInvalid, httpidem.ErrInvalidKey},
-		{httpidem.OutcomeInvalid, httpidem.ErrUnauthenticated},
+		{httpidem.OutcomeUnauthenticated, httpidem.ErrUnauthenticated},
 		{httpidem.OutcomeFirst, nil},
 		{httpidem.OutcomeMismatch, httpidem.ErrKeyReused},
 	}

@@ -160,11 +160,11 @@ func TestObserverIdempotency(t *testing.T) {
 	}()
 
 	starts, ends := obs.state()
-	want := []httpidem.Outcome{"first", "replayed", "mismatch", "not_stored", "invalid", "invalid", "not_stored"}
+	want := []httpidem.Outcome{"first", "replayed", "mismatch", "not_stored", "invalid", "unauthenticated", "not_stored"}
 	if starts != len(want) || !slices.Equal(ends, want) {
 		t.Errorf("observer: %d starts, ends %v; want %d, %v", starts, ends, len(want), want)
 	}
-	wantOn := []httpidem.Outcome{"first", "replayed", "mismatch", "first", "not_stored", "invalid", "invalid", "first", "not_stored"}
+	wantOn := []httpidem.Outcome{"first", "replayed", "mismatch", "first", "not_stored", "invalid", "unauthenticated", "first", "not_stored"}
 	if got := d.outcomes(); !slices.Equal(got, wantOn) {
 		t.Errorf("OnDecision: %v, want %v", got, wantOn)
 	}
@@ -253,10 +253,10 @@ func TestObserverDaily(t *testing.T) {
 	do(h, "POST", "/vote/8", "", withUser("u1"), withHeader("X-Fail", "1")) // released
 	do(h, "POST", "/vote/9", "")                                            // invalid
 	starts, ends := obs.state()
-	if want := []httpidem.Outcome{"first", "duplicate", "released", "invalid"}; starts != 4 || !slices.Equal(ends, want) {
+	if want := []httpidem.Outcome{"first", "duplicate", "released", "unauthenticated"}; starts != 4 || !slices.Equal(ends, want) {
 		t.Errorf("gate: %d starts, ends %v, want %v", starts, ends, want)
 	}
-	if got, want := d.outcomes(), []httpidem.Outcome{"first", "duplicate", "first", "released", "invalid"}; !slices.Equal(got, want) {
+	if got, want := d.outcomes(), []httpidem.Outcome{"first", "duplicate", "first", "released", "unauthenticated"}; !slices.Equal(got, want) {
 		t.Errorf("OnDecision %v, want %v", got, want)
 	}
 

@@ -9,9 +9,9 @@
 // latchkey.release inside) is printed as a JSON line by OpenTelemetry's
 // stdout exporter as it ends, and the metrics are summed up at the end.
 //
-//	go run ./examples/cron                      # embedded miniredis
-//	go run ./examples/cron -trace               # ... printing spans and metrics
-//	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/cron
+//	cd examples && go run ./cron                      # embedded miniredis
+//	cd examples && go run ./cron -trace               # ... printing spans and metrics
+//	cd examples && REDIS_URL=redis://127.0.0.1:6379/0 go run ./cron
 package main
 
 import (
@@ -23,7 +23,7 @@ import (
 
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/cronlock"
-	"github.com/latchkey/latchkey/internal/demo"
+	"github.com/latchkey/latchkey/examples/internal/demo"
 	"github.com/robfig/cron/v3"
 )
 

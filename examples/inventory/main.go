@@ -3,10 +3,10 @@
 // read-then-write that every strategy replaces, and prints what was sold.
 // Every strategy sells exactly 100; the naive path oversells.
 //
-//	go run ./examples/inventory                                # embedded SQLite + miniredis
+//	cd examples && go run ./inventory                                # embedded SQLite + miniredis
 //	DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable \
-//	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/inventory
-//	DATABASE_URL=mysql://root@127.0.0.1:3306/test go run ./examples/inventory
+//	cd examples && REDIS_URL=redis://127.0.0.1:6379/0 go run ./inventory
+//	cd examples && DATABASE_URL=mysql://root@127.0.0.1:3306/test go run ./inventory
 package main
 
 import (
@@ -26,7 +26,7 @@ import (
 
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/dbguard"
-	"github.com/latchkey/latchkey/internal/demo"
+	"github.com/latchkey/latchkey/examples/internal/demo"
 
 	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"

@@ -7,9 +7,9 @@
 // printed as a JSON line (OpenTelemetry's stdout exporter) as it ends, and
 // the metrics are summed up at the end.
 //
-//	go run ./examples/lock                      # embedded miniredis
-//	go run ./examples/lock -trace               # ... printing spans and metrics
-//	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/lock
+//	cd examples && go run ./lock                      # embedded miniredis
+//	cd examples && go run ./lock -trace               # ... printing spans and metrics
+//	cd examples && REDIS_URL=redis://127.0.0.1:6379/0 go run ./lock
 package main
 
 import (
@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/latchkey/latchkey/core"
-	"github.com/latchkey/latchkey/internal/demo"
+	"github.com/latchkey/latchkey/examples/internal/demo"
 )
 
 func main() {

@@ -15,8 +15,8 @@
 // two workers — each with its own core.Client, as two processes would have
 // — poll one task queue of that server.
 //
-//	go run ./examples/temporal                      # test environment, embedded miniredis
-//	REDIS_URL=redis://127.0.0.1:6379/0 TEMPORAL_ADDRESS=127.0.0.1:7233 go run ./examples/temporal
+//	cd examples && go run ./temporal                      # test environment, embedded miniredis
+//	cd examples && REDIS_URL=redis://127.0.0.1:6379/0 TEMPORAL_ADDRESS=127.0.0.1:7233 go run ./temporal
 package main
 
 import (
@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/latchkey/latchkey/core"
-	"github.com/latchkey/latchkey/internal/demo"
+	"github.com/latchkey/latchkey/examples/internal/demo"
 	"github.com/latchkey/latchkey/temporallock"
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/activity"

@@ -11,9 +11,9 @@
 // and the metrics (latchkey.idempotency.requests, latchkey.daily.claims,
 // the lock metrics) are summed up at the end.
 //
-//	go run ./examples/vote                      # embedded miniredis
-//	go run ./examples/vote -trace               # ... printing spans and metrics
-//	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/vote
+//	cd examples && go run ./vote                      # embedded miniredis
+//	cd examples && go run ./vote -trace               # ... printing spans and metrics
+//	cd examples && REDIS_URL=redis://127.0.0.1:6379/0 go run ./vote
 package main
 
 import (
@@ -31,8 +31,8 @@ import (
 	_ "time/tzdata" // Europe/Berlin on machines without a zone database
 
 	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/examples/internal/demo"
 	"github.com/latchkey/latchkey/httpidem"
-	"github.com/latchkey/latchkey/internal/demo"
 	"go.opentelemetry.io/otel/trace"
 )
 

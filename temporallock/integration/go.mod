@@ -4,8 +4,11 @@ go 1.26.8
 
 replace github.com/latchkey/latchkey => ../..
 
+replace github.com/latchkey/latchkey/temporallock => ..
+
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/latchkey/latchkey/temporallock v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	go.temporal.io/server v1.32.1
 	go.uber.org/goleak v1.3.0

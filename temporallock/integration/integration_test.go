@@ -116,8 +116,8 @@ func startWorkers(t *testing.T, ts *temporaltest.TestServer, store lockStore, qu
 	var first client.Client
 	for i := range 2 {
 		tc := ts.NewClientWithOptions(client.Options{Logger: quiet, Identity: fmt.Sprintf("worker-%d", i)})
-		ic := mustNew(temporallock.NewInterceptor(store.client(t), append([]temporallock.Option{temporallock.WithKey(keys)}, opts...)...))
-		if err := ic.Err(); err != nil {
+		ic, err := temporallock.NewInterceptor(store.client(t), append([]temporallock.Option{temporallock.WithKey(keys)}, opts...)...)
+		if err != nil {
 			t.Fatal(err)
 		}
 		w := worker.New(tc, queue, worker.Options{Interceptors: []interceptor.WorkerInterceptor{ic}})
