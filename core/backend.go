@@ -8,10 +8,17 @@ import (
 // fenceRetention is how long a fence counter lives from its seeding. When it
 // is gone the next acquisition seeds it again from the server clock in
 // microseconds, which is above every fence handed out before (a counter
-// gains one per acquisition, the clock a million per second), so fences
-// keep rising while idle keys cost no memory for ever and no acquisition
-// pays for refreshing an expiry.
-const fenceRetention = 24 * time.Hour
+// gains one per acquisition, the clock a million per second, and the
+// counter it replaces was seeded at least fenceRetention earlier). So
+// fences keep rising, a released key leaves nothing in Redis after
+// fenceRetention, and no acquisition pays for refreshing an expiry: a busy
+// key is reseeded once per fenceRetention.
+//
+// The assumption: the server's clock never steps back by fenceRetention or
+// more. A counter reseeded after such a step could start below fences
+// handed out before it (a step back while a counter lives is harmless: the
+// counter only counts up).
+const fenceRetention = 5 * time.Minute
 
 // names are the storage names of one lock key. They share the hash tag
 // {<key>}, so a script touching them all runs on one Cluster slot.

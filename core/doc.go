@@ -9,7 +9,10 @@
 //     not hold (ErrNotHeld), and a stale handle never disturbs the new owner.
 //   - The fence strictly increases with every acquisition of the key, across
 //     clients, processes and restarts of a Redis that lost its data (the
-//     counter is seeded from the server clock in microseconds). Pass it with
+//     counter is seeded from the server clock in microseconds, and reseeded
+//     five minutes later, so a released key leaves nothing in Redis after
+//     five minutes; this assumes the server's clock never steps back by five
+//     minutes or more). Pass it with
 //     every protected write and let storage reject lower fences: a holder
 //     that paused past its TTL (GC, swap, a slow network) then cannot
 //     overwrite its successor.

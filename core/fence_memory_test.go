@@ -1,0 +1,104 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/latchkey/latchkey/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// fenceRetention mirrors core's: how long a fence counter lives from its
+// seeding.
+const fenceRetention = 5 * time.Minute
+
+// staticMiniredis starts a miniredis whose clock moves only when the test
+// moves it (TIME included).
+func staticMiniredis(t *testing.T, now time.Time) (*miniredis.Miniredis, *redis.Client) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	mr.SetTime(now)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	return mr, rdb
+}
+
+// TestReleasedKeysLeaveNothing: a thousand distinct keys, each locked and
+// released, leave nothing in Redis once the fence retention has passed —
+// memory does not grow with the number of distinct keys a day sees.
+func TestReleasedKeysLeaveNothing(t *testing.T) {
+	now := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+	mr, rdb := staticMiniredis(t, now)
+	c := mustNew(core.NewRedis(rdb, core.WithAutoRenew(false)))
+	defer c.Close()
+	ctx := context.Background()
+	for i := range 1000 {
+		l, err := c.TryLock(ctx, fmt.Sprintf("order:%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(mr.Keys()); n != 1000 {
+		t.Fatalf("%d keys right after the releases, want the 1000 fence counters", n)
+	}
+	mr.FastForward(fenceRetention - time.Millisecond)
+	if n := len(mr.Keys()); n != 1000 {
+		t.Fatalf("%d keys just before the retention ends, want 1000", n)
+	}
+	mr.FastForward(time.Millisecond)
+	if keys := mr.Keys(); len(keys) != 0 {
+		t.Fatalf("%d keys left after the retention, e.g. %q", len(keys), keys[0])
+	}
+}
+
+// TestFencesRiseAcrossReseedAndClockSteps: fences of one key keep rising
+// when the counter is reseeded (retention over, or Redis lost its data) and
+// when the server clock steps back by less than the retention.
+func TestFencesRiseAcrossReseedAndClockSteps(t *testing.T) {
+	now := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+	mr, rdb := staticMiniredis(t, now)
+	c := mustNew(core.NewRedis(rdb, core.WithAutoRenew(false)))
+	defer c.Close()
+	ctx := context.Background()
+	var last int64
+	take := func(what string) {
+		t.Helper()
+		l, err := c.TryLock(ctx, "sku:42", core.WithTTL(time.Second))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if l.Fence() <= last {
+			t.Fatalf("%s: fence %d after %d", what, l.Fence(), last)
+		}
+		last = l.Fence()
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("%s: release: %v", what, err)
+		}
+	}
+	take("first")
+	for i := range 100 {
+		take(fmt.Sprintf("acquisition %d", i))
+	}
+	// The clock steps back by nearly the retention while the counter lives.
+	now = now.Add(-fenceRetention + time.Second)
+	mr.SetTime(now)
+	take("after the clock stepped back")
+	// The counter expires (the clock moves on by the retention, from where
+	// it stepped back to): the reseed is still above the old counter.
+	mr.FastForward(fenceRetention)
+	now = now.Add(fenceRetention)
+	mr.SetTime(now)
+	take("reseeded after the retention")
+	take("counting again")
+	// Redis restarts empty a little later.
+	mr.FlushAll()
+	now = now.Add(time.Millisecond)
+	mr.SetTime(now)
+	take("reseeded after data loss")
+}
