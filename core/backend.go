@@ -27,6 +27,12 @@ type names struct {
 	fence string // "<prefix>:{<key>}:fence"
 	queue string // "<prefix>:{<key>}:q", fair waiters in arrival order
 	dues  string // "<prefix>:{<key>}:qt", fair waiters' entry deadlines
+
+	// A semaphore's names instead (limit > 0): lease "<prefix>:{<key>}:sem"
+	// holds the permits (and is the release channel), fence
+	// "<prefix>:{<key>}:sem:fence", vals "<prefix>:{<key>}:sem:v".
+	limit int
+	vals  string
 }
 
 func (c *Client) names(key string) names {
@@ -35,6 +41,12 @@ func (c *Client) names(key string) names {
 	lease := fence[:len(fence)-len(":fence")]
 	dues := lease + ":qt"
 	return names{lease: lease, fence: fence, queue: dues[:len(dues)-1], dues: dues}
+}
+
+// semNames are the storage names of the semaphore key with limit permits.
+func (c *Client) semNames(key string, limit int) names {
+	lease := c.cfg.prefix + ":{" + key + "}:sem"
+	return names{lease: lease, fence: lease + ":fence", vals: lease + ":v", limit: limit}
 }
 
 // Fair-mode timings. A fair waiter's queue entry lives fairEntryTTL and is

@@ -95,7 +95,7 @@ func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (se
 // too when ctx ended first, so errors.Is finds each. If ctx carries a lease of key from this
 // Client (see Lock.WithContext), TryLock re-enters it.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
-	return c.acquire(ctx, key, opts, false)
+	return c.acquire(ctx, key, 0, opts, false)
 }
 
 // Lock acquires key, waiting while someone else holds it. A waiter sleeps
@@ -109,14 +109,20 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 // about contention). If ctx carries a lease of key from this Client, Lock
 // re-enters it.
 func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
-	return c.acquire(ctx, key, opts, true)
+	return c.acquire(ctx, key, 0, opts, true)
 }
 
-// acquire is TryLock (wait false) and Lock (wait true).
-func (c *Client) acquire(ctx context.Context, key string, opts []LockOption, wait bool) (h *Lock, err error) {
+// acquire is TryLock (wait false) and Lock (wait true) for limit 0, and
+// a semaphore's TryAcquire and Acquire for limit > 0 permits.
+func (c *Client) acquire(ctx context.Context, key string, limit int, opts []LockOption, wait bool) (h *Lock, err error) {
 	s, err := c.prepare(ctx, key, opts)
 	if err != nil {
 		return nil, err
+	}
+	if limit > 0 {
+		if err := c.semCheck(&s); err != nil {
+			return nil, err
+		}
 	}
 	if wait && s.waitTimeout > 0 { // the bound covers the first attempt too
 		var cancel context.CancelFunc
@@ -136,11 +142,16 @@ func (c *Client) acquire(ctx context.Context, key string, opts []LockOption, wai
 			end(r)
 		}()
 	}
-	if h := c.reenter(ctx, key); h != nil {
-		st.reentered = true
-		return h, nil
+	if limit == 0 {
+		if h := c.reenter(ctx, key); h != nil {
+			st.reentered = true
+			return h, nil
+		}
 	}
 	n := c.names(key)
+	if limit > 0 {
+		n = c.semNames(key, limit)
+	}
 	tok := s.token
 	if tok == "" {
 		tok = rand.Text()
@@ -327,10 +338,15 @@ func (c *Client) forget(ctx context.Context, n names, tok string) {
 // returns an error matching ErrLost, joined with fn's own error. Otherwise
 // Do returns fn's error, joined with a release failure if there was one.
 func (c *Client) Do(ctx context.Context, key string, fn func(context.Context) error, opts ...LockOption) (err error) {
+	return c.do(ctx, key, 0, fn, opts)
+}
+
+// do is Do for limit 0, and a semaphore's Do for limit > 0 permits.
+func (c *Client) do(ctx context.Context, key string, limit int, fn func(context.Context) error, opts []LockOption) (err error) {
 	if fn == nil {
 		return fmt.Errorf("%w: nil func", ErrInvalidOption)
 	}
-	h, err := c.Lock(ctx, key, opts...)
+	h, err := c.acquire(ctx, key, limit, opts, true)
 	if err != nil {
 		return err
 	}

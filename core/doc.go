@@ -52,6 +52,11 @@
 // starting with '}' (Cluster ends a hash tag at the first '}', and a leading
 // one would leave it empty); anything else is ErrInvalidKey.
 //
+// Client.Semaphore hands out up to N permits of a key at once (a
+// cluster-wide concurrency limit); each permit is a *Lock with the same
+// guarantees, kept in "<prefix>:{<key>}:sem" (a sorted set of tokens by
+// expiry) beside its own fence counter.
+//
 // What a lock cannot do: a lease is a timeout, so a holder that stalls past
 // its TTL without noticing is not stopped by the lock — only by fencing at
 // the storage that receives its writes. Use Lock.Fence.

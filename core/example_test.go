@@ -246,3 +246,40 @@ func ExampleClient_Records() {
 	fmt.Println(v1, v2, v3)
 	// Output: claimed taken late
 }
+
+// This example limits a report export to two at a time across every
+// process that shares the Redis: a third caller waits for a permit.
+func ExampleClient_Semaphore() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	client, err := core.NewRedis(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	exports := client.Semaphore("exports", 2)
+	ctx := context.Background()
+	a, _ := exports.TryAcquire(ctx)
+	b, _ := exports.TryAcquire(ctx)
+	_, err = exports.TryAcquire(ctx)
+	fmt.Println("third while two run:", errors.Is(err, core.ErrNotAcquired))
+
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		a.Release(ctx) // wakes the waiter below
+	}()
+	err = exports.Do(ctx, func(ctx context.Context) error {
+		fence, _ := core.FenceFromContext(ctx)
+		fmt.Println("third runs, fence above the first two:", fence > b.Fence())
+		return nil
+	}, core.WithWaitTimeout(3*time.Second))
+	fmt.Println("err:", err)
+	b.Release(ctx)
+	// Output:
+	// third while two run: true
+	// third runs, fence above the first two: true
+	// err: <nil>
+}

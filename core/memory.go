@@ -19,7 +19,7 @@ func NewMemory(opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	m := &memoryBackend{leases: make(map[string]memLease), fences: make(map[string]int64),
-		queues: make(map[string]*memQueue)}
+		queues: make(map[string]*memQueue), sems: make(map[string]map[string]memPermit)}
 	c.setBackend(m, 0)
 	m.nt = c.nt
 	return c, nil
@@ -38,7 +38,8 @@ type memoryBackend struct {
 	mu     sync.Mutex
 	leases map[string]memLease
 	fences map[string]int64
-	queues map[string]*memQueue // fair waiters, by names.queue
+	queues map[string]*memQueue            // fair waiters, by names.queue
+	sems   map[string]map[string]memPermit // semaphore permits by names.lease, then token
 	ops    int
 }
 
@@ -121,6 +122,9 @@ func (m *memoryBackend) acquire(_ context.Context, n names, token, value string,
 	defer m.mu.Unlock()
 	now := time.Now()
 	m.sweep(now)
+	if n.limit > 0 {
+		return m.semAcquire(n, token, value, ttl, now), nil
+	}
 	var q *memQueue
 	if fair {
 		q = m.queue(n, now)
@@ -168,6 +172,9 @@ func (m *memoryBackend) sweep(now time.Time) {
 			delete(m.leases, k)
 		}
 	}
+	for k := range m.sems {
+		m.permits(names{lease: k}, now)
+	}
 }
 
 func (m *memoryBackend) extend(_ context.Context, reqs []extendReq) {
@@ -176,6 +183,10 @@ func (m *memoryBackend) extend(_ context.Context, reqs []extendReq) {
 	now := time.Now()
 	for i := range reqs {
 		r := &reqs[i]
+		if r.n.limit > 0 {
+			m.semExtend(r, now)
+			continue
+		}
 		ml, ok := m.live(r.n.lease, now)
 		switch {
 		case !ok:
@@ -193,6 +204,14 @@ func (m *memoryBackend) extend(_ context.Context, reqs []extendReq) {
 func (m *memoryBackend) release(_ context.Context, n names, token string) (bool, error) {
 	m.mu.Lock()
 	now := time.Now()
+	if n.limit > 0 {
+		ok := m.semRelease(n, token, now)
+		m.mu.Unlock()
+		if ok {
+			m.nt.deliver(n.lease, "r:")
+		}
+		return ok, nil
+	}
 	ml, ok := m.live(n.lease, now)
 	if !ok || !owns(ml.value, token) {
 		m.leaveQueue(n, token)

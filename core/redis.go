@@ -37,6 +37,14 @@ var (
 	inspectLua string
 	//go:embed scripts/fence_max.lua
 	fenceMaxLua string
+	//go:embed scripts/lib_sem.lua
+	libSem string
+	//go:embed scripts/sem_acquire.lua
+	semAcquireLua string
+	//go:embed scripts/sem_extend.lua
+	semExtendLua string
+	//go:embed scripts/sem_release.lua
+	semReleaseLua string
 
 	// Each script is the shared helpers it uses followed by its body.
 	acquireScript     = redis.NewScript(libOwns + libFence + acquireLua)
@@ -45,6 +53,9 @@ var (
 	releaseScript     = redis.NewScript(libOwns + libFence + libQueue + releaseLua)
 	inspectScript     = redis.NewScript(inspectLua)
 	fenceMaxScript    = redis.NewScript(fenceMaxLua)
+	semAcquireScript  = redis.NewScript(libFence + libQueue + libSem + semAcquireLua)
+	semExtendScript   = redis.NewScript(libQueue + libSem + semExtendLua)
+	semReleaseScript  = redis.NewScript(libQueue + libSem + semReleaseLua)
 
 	// Arguments that never change, boxed once.
 	retentionArg any = fenceRetention.Milliseconds()
@@ -100,7 +111,10 @@ type redisBackend struct {
 func (b *redisBackend) acquire(ctx context.Context, n names, token, value string, ttl time.Duration, fair, enqueue bool) (acquireResult, error) {
 	script, keys := acquireScript, []string{n.lease, n.fence}
 	args := []any{token, value, ttl.Milliseconds(), retentionArg}
-	if fair {
+	if n.limit > 0 {
+		script, keys = semAcquireScript, []string{n.lease, n.fence, n.vals}
+		args = append(args, n.limit)
+	} else if fair {
 		join := "0"
 		if enqueue {
 			join = "1"
@@ -202,7 +216,7 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 	if b.ackN > 0 {
 		for i := range reqs {
 			r := &reqs[i]
-			cmd, acks, err := b.runAcked(ctx, r.n.lease, extendScript, r.keys(), []any{r.token, r.ttl.Milliseconds()})
+			cmd, acks, err := b.runAcked(ctx, r.n.lease, r.script(), r.keys(), []any{r.token, r.ttl.Milliseconds()})
 			if err != nil {
 				r.set(0, err)
 				continue
@@ -218,13 +232,13 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 	}
 	if len(reqs) == 1 {
 		r := &reqs[0]
-		r.set(extendScript.Run(ctx, b.rdb, r.keys(), r.token, r.ttl.Milliseconds()).Int64())
+		r.set(r.script().Run(ctx, b.rdb, r.keys(), r.token, r.ttl.Milliseconds()).Int64())
 		return
 	}
 	cmds := make([]*redis.Cmd, len(reqs))
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range reqs {
-			cmds[i] = extendScript.EvalSha(ctx, p, r.keys(), r.token, r.ttl.Milliseconds())
+			cmds[i] = r.script().EvalSha(ctx, p, r.keys(), r.token, r.ttl.Milliseconds())
 		}
 		return nil
 	})
@@ -232,13 +246,26 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 		r := &reqs[i]
 		v, err := cmds[i].Int64()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			v, err = extendScript.Run(ctx, b.rdb, r.keys(), r.token, r.ttl.Milliseconds()).Int64()
+			v, err = r.script().Run(ctx, b.rdb, r.keys(), r.token, r.ttl.Milliseconds()).Int64()
 		}
 		r.set(v, err)
 	}
 }
 
-func (r *extendReq) keys() []string { return []string{r.n.lease} }
+func (r *extendReq) keys() []string {
+	if r.n.limit > 0 {
+		return []string{r.n.lease, r.n.vals}
+	}
+	return []string{r.n.lease}
+}
+
+// script is the extend script of the request's kind of lease.
+func (r *extendReq) script() *redis.Script {
+	if r.n.limit > 0 {
+		return semExtendScript
+	}
+	return extendScript
+}
 
 // set records the extend script's reply: the lease's ms left (>= 1) when
 // extended, 0 another owner, -1 gone.
@@ -255,6 +282,10 @@ func (b *redisBackend) release(ctx context.Context, n names, token string) (bool
 
 // releaseNonce is release with the nonce its notification carries.
 func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce string) (bool, error) {
+	if n.limit > 0 {
+		v, err := semReleaseScript.Run(ctx, b.rdb, []string{n.lease, n.vals}, token).Int64()
+		return v == 1, err
+	}
 	v, err := releaseScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues},
 		token, claimArg, retentionArg, nonce).Int64()
 	return v == 1, err

@@ -56,13 +56,13 @@ func (w *watchdog) init(c *Client) {
 }
 
 // A leaseID names a lease within a Client: its key and token.
-type leaseID struct{ key, token string }
+type leaseID struct{ lease, token string } // names.lease: a key's mutex and semaphore differ
 
 // add registers a new lease: its deadline timer starts, and an auto-renewed
 // one is scheduled for its first renewal. It reports false after shutdown.
 func (w *watchdog) add(l *lease) bool {
 	l.arm()
-	id := leaseID{l.key, l.token}
+	id := leaseID{l.n.lease, l.token}
 	w.mu.Lock()
 	if w.stopped {
 		w.mu.Unlock()
@@ -167,7 +167,7 @@ func (w *watchdog) goCounted(f func()) bool {
 // leases of its key and token in this Client (re-entered by WithToken),
 // which share the server's lease its release deletes.
 func (w *watchdog) remove(l *lease) (twins []*lease) {
-	id := leaseID{l.key, l.token}
+	id := leaseID{l.n.lease, l.token}
 	w.mu.Lock()
 	if l.registered {
 		var prev *lease
