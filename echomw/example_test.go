@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/labstack/echo/v4"
@@ -142,4 +143,44 @@ func ExampleParamLock() {
 	// 409 replayed="" {"type":"about:blank","title":"Conflict","status":409,"detail":"another request is working on this resource; retry later","code":"resource_locked"}
 	// 200 replayed="" deducted 7
 	// 200 replayed="" deducted 42
+}
+
+// This example allows two reports per account at once: the third
+// concurrent report of one account gets 429 with Retry-After.
+func ExampleLimit() {
+	locks, err := core.NewMemory() // core.NewRedis(rdb) across processes
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+	e := echo.New()
+	running := make(chan struct{}, 2)
+	release := make(chan struct{})
+	e.GET("/accounts/:id/report", func(c echo.Context) error {
+		if c.QueryParam("slow") != "" {
+			running <- struct{}{}
+			<-release
+		}
+		return c.String(http.StatusOK, "report of "+c.Param("id"))
+	}, echomw.Limit(locks, 2, func(c echo.Context) (string, error) { return c.Param("id"), nil }))
+
+	get := func(target string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, httptest.NewRequest("GET", target, nil))
+		return w
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { get("/accounts/9/report?slow=1") })
+	}
+	<-running
+	<-running
+	w := get("/accounts/9/report")
+	fmt.Println(w.Code, w.Header().Get("Retry-After"))
+	fmt.Println(get("/accounts/3/report").Body.String())
+	close(release)
+	wg.Wait()
+	// Output:
+	// 429 1
+	// report of 3
 }

@@ -25,10 +25,11 @@ const (
 	OutcomeDuplicate Outcome = "duplicate" // the subject already claimed today (Gate: 409 or DuplicateHandler; Count: not counted)
 	OutcomeReleased  Outcome = "released"  // the handler failed; the claim was given back
 
-	// ParamLock.
-	OutcomeAcquired Outcome = "acquired"  // the lock was taken; the handler runs (and reported after it, released)
+	// ParamLock and Limit.
+	OutcomeAcquired Outcome = "acquired"  // the lock (a permit) was taken; the handler runs (and reported after it, released)
 	OutcomeLocked   Outcome = "locked"    // 409: held by another request
-	OutcomeLockLost Outcome = "lock_lost" // the lock was lost while the handler ran
+	OutcomeLimited  Outcome = "limited"   // 429: the key's limit of requests in flight is reached
+	OutcomeLockLost Outcome = "lock_lost" // the lock (permit) was lost while the handler ran
 )
 
 // A Decision is reported to a config's OnDecision callback once for every
@@ -41,9 +42,9 @@ const (
 // low-cardinality; no keys or subjects are included. Tracing needs to
 // start before the store is called: see Observer.
 type Decision struct {
-	Kind    string  // KindIdempotency, KindDaily or KindParamLock
+	Kind    string  // KindIdempotency, KindDaily, KindParamLock or KindLimit
 	Outcome Outcome // what was decided
-	Scope   string  // the Daily scope, the ParamLock name, or IdempotencyConfig.Scope ("" unless set)
+	Scope   string  // the Daily scope, the ParamLock or Limit name, or IdempotencyConfig.Scope ("" unless set)
 	Status  int     // the status the middleware answered itself, 0 when the handler answered
 	Err     error   // why, for invalid, store_error, lease_lost and lock_lost; nil otherwise
 }
@@ -53,6 +54,7 @@ const (
 	KindIdempotency = "idempotency" // IdempotencyGuard
 	KindDaily       = "daily"       // DailyGuard
 	KindParamLock   = "paramlock"   // ParamLockGuard
+	KindLimit       = "limit"       // LimitGuard
 )
 
 // rejected is the outcome of a request answered with p before it ran:

@@ -62,8 +62,10 @@
 // # Guards and adapters
 //
 // Each middleware is a thin layer over a framework-neutral guard:
-// IdempotencyGuard, DailyGuard, and ParamLockGuard (a lock named by route
-// parameters, used by package echomw's ParamLock). A guard's Begin returns
+// IdempotencyGuard, DailyGuard, ParamLockGuard (a lock named by route
+// parameters, used by package echomw's ParamLock) and LimitGuard (at most N
+// requests of a key in flight, on a core.Semaphore; Limit and echomw's
+// Limit). A guard's Begin returns
 // a Call whose Action says what to do — pass, answer its Problem, replay,
 // answer a duplicate, or run the handler and Finish — so an adapter for
 // another framework (echomw, gRPC, gin) only translates, and a fix lands
@@ -72,12 +74,12 @@
 // # Configuration mistakes
 //
 // A config mistake is never a 500 per request. As in Echo, a middleware
-// constructor (Idempotency, Daily) panics at start-up with a message that
+// constructor (Idempotency, Daily, Limit) panics at start-up with a message that
 // matches ErrInvalidConfig and says what is wrong; the config's
 // ToMiddleware method returns the same error without panicking, for
 // programs that validate. A constructor that can fail otherwise returns
 // (T, error): NewRedisStore, NewMemoryStore, NewIdempotencyGuard,
-// NewDailyGuard, NewParamLockGuard, NewGate.
+// NewDailyGuard, NewParamLockGuard, NewLimitGuard, NewGate.
 //
 // # Errors
 //

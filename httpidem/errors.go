@@ -57,6 +57,11 @@ var (
 	// released within WaitTimeout) (409). It matches core.ErrNotAcquired.
 	ErrLocked error = &coreKind{"httpidem: resource locked", core.ErrNotAcquired}
 
+	// ErrLimited: the key's limit of requests in flight is reached (and no
+	// permit came free within WaitTimeout) (429). It matches
+	// core.ErrNotAcquired.
+	ErrLimited error = &coreKind{"httpidem: too many requests in flight", core.ErrNotAcquired}
+
 	// ErrUnavailable: the store or lock backend failed (503 unless
 	// FailOpen); the backend's own error is wrapped with it. Never
 	// contention.

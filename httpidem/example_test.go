@@ -338,3 +338,44 @@ func ExampleNewDailyGuard() {
 	// checked in
 	// already checked in: 409
 }
+
+// This example allows each tenant one export at a time across the fleet: a
+// second export of the same tenant while the first runs gets 429, another
+// tenant's runs.
+func ExampleLimit() {
+	locks, err := core.NewMemory() // core.NewRedis(rdb) across processes
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+	started, finish := make(chan struct{}), make(chan struct{})
+	export := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("slow") {
+			close(started)
+			<-finish
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
+	h := httpidem.Limit(httpidem.LimitConfig{
+		Locks: locks, Limit: 1, Name: "exports",
+		Key: func(r *http.Request) (string, error) { return r.Header.Get("X-Tenant"), nil },
+	})(export)
+	send := func(tenant, target string) int {
+		r := httptest.NewRequest("POST", target, nil)
+		r.Header.Set("X-Tenant", tenant)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	first := make(chan int)
+	go func() { first <- send("acme", "/export?slow") }()
+	<-started
+	fmt.Println("acme again:", send("acme", "/export"))
+	fmt.Println("globex:", send("globex", "/export"))
+	close(finish)
+	fmt.Println("acme's first:", <-first)
+	// Output:
+	// acme again: 429
+	// globex: 202
+	// acme's first: 202
+}

@@ -23,7 +23,8 @@ const (
 	CodeUnauthenticated = "unauthenticated"         // 401, ErrUnauthenticated
 	CodeAlreadyClaimed  = "already_claimed"         // 409, ErrAlreadyClaimed
 	CodeLocked          = "resource_locked"         // 409, ErrLocked
-	CodeLockLost        = "lock_lost"               // 503, ErrLost (ParamLock)
+	CodeLimited         = "limit_reached"           // 429, ErrLimited
+	CodeLockLost        = "lock_lost"               // 503, ErrLost (ParamLock, Limit)
 	CodeUnavailable     = "store_unavailable"       // 503, ErrUnavailable
 )
 
