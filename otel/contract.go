@@ -27,6 +27,7 @@ const (
 	spanIdempotency = "latchkey.idempotency"
 	spanDaily       = "latchkey.daily"
 	spanParamLock   = "latchkey.paramlock"
+	spanLimit       = "latchkey.limit"
 	// A dbguard deduction (Guard.Deduct, Guard.DeductMany).
 	spanStockDeduct = "latchkey.stock.deduct"
 	// A temporallock keyed activity execution: lock, activity, release.

@@ -45,6 +45,8 @@ func decisionSpanName(kind string) string {
 		return spanDaily
 	case httpidem.KindParamLock:
 		return spanParamLock
+	case httpidem.KindLimit:
+		return spanLimit
 	}
 	return "latchkey." + kind
 }

@@ -328,3 +328,53 @@ func TestUnkeyedRunsUnlocked(t *testing.T) {
 		t.Errorf("Free saw a fence (%v, %v): want none", locked, err)
 	}
 }
+
+// With WithLimit(3), up to three executions of one key run at once across
+// two workers — and never more; every run succeeds, each with its own
+// fence.
+func TestLimitPerKey(t *testing.T) {
+	forEachBackend(t, false, func(t *testing.T, b backend) {
+		w := newWorks()
+		account := uniqueID(t)
+		const workers, runsEach, limit = 2, 5, 3
+		var wg sync.WaitGroup
+		errs := make(chan error, workers*runsEach)
+		for i := range workers {
+			ic := mustNew(temporallock.NewInterceptor(b.newClient(t), temporallock.WithKey(byAccount), temporallock.WithLimit(limit)))
+			for j := range runsEach {
+				env := activityEnv(ic, w)
+				wg.Go(func() {
+					_, err := env.ExecuteActivity(w.Hold, Order{Account: account, ID: i*runsEach + j})
+					errs <- err
+				})
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Errorf("Hold: %v", err)
+			}
+		}
+		if w.runs != workers*runsEach {
+			t.Errorf("%d runs, want %d", w.runs, workers*runsEach)
+		}
+		if m := w.maxIn[account]; m > limit || m < 2 {
+			t.Errorf("up to %d executions of one key ran at once, want 2 to %d", m, limit)
+		}
+		if f := w.fences[account]; len(slices.Compact(slices.Sorted(slices.Values(f)))) != len(f) {
+			t.Errorf("fences %v: want each execution its own", f)
+		}
+	})
+}
+
+// WithLimit refuses a limit below one.
+func TestLimitInvalid(t *testing.T) {
+	mem := mustNew(core.NewMemory())
+	defer mem.Close()
+	for _, n := range []int{0, -1, core.MaxSemaphoreLimit + 1} {
+		if _, err := temporallock.NewInterceptor(mem, temporallock.WithKey(byAccount), temporallock.WithLimit(n)); !errors.Is(err, temporallock.ErrInvalidOption) {
+			t.Errorf("WithLimit(%d): %v, want ErrInvalidOption", n, err)
+		}
+	}
+}

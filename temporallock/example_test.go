@@ -257,3 +257,42 @@ func ExampleIsBusy() {
 	// Output:
 	// busy: true lost: false
 }
+
+// This example limits Charge to two executions per account at once across
+// the fleet: six charges of one account, started together on three
+// workers, run at most two at a time.
+func ExampleWithLimit() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+
+	books := &ledger{}
+	key := temporallock.KeyByArg("Charge", func(in ChargeInput) string { return in.AccountID })
+	var wg sync.WaitGroup
+	for range 3 {
+		client, err := core.NewRedis(rdb) // one per worker process
+		if err != nil {
+			panic(err)
+		}
+		defer client.Close()
+		ic, err := temporallock.NewInterceptor(client, temporallock.WithKey(key), temporallock.WithLimit(2))
+		if err != nil {
+			panic(err)
+		}
+		for range 2 {
+			env := quietSuite().NewTestActivityEnvironment() // stands for a worker slot
+			env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{ic}})
+			env.RegisterActivity(books)
+			wg.Go(func() {
+				if _, err := env.ExecuteActivity(books.Charge, ChargeInput{AccountID: "acct-42", Cents: -100}); err != nil {
+					fmt.Println(err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	fmt.Println("charges:", len(books.entries), "at most at once:", books.maxSeen <= 2)
+	// Output:
+	// charges: 6 at most at once: true
+}

@@ -128,11 +128,21 @@ func (ic *Interceptor) acquire(ctx context.Context, info activity.Info, lockKey 
 	var h *core.Lock
 	var err error
 	wait := ic.waitBound(ctx, info)
+	tryLock, lock := ic.client.TryLock, ic.client.Lock
+	if ic.cfg.limit > 1 {
+		sem := ic.client.Semaphore(lockKey, ic.cfg.limit)
+		tryLock = func(ctx context.Context, _ string, opts ...core.LockOption) (*core.Lock, error) {
+			return sem.TryAcquire(ctx, opts...)
+		}
+		lock = func(ctx context.Context, _ string, opts ...core.LockOption) (*core.Lock, error) {
+			return sem.Acquire(ctx, opts...)
+		}
+	}
 	if wait <= 0 {
-		h, err = ic.client.TryLock(ctx, lockKey, opts...)
+		h, err = tryLock(ctx, lockKey, opts...)
 	} else {
 		wctx, cancel := context.WithTimeout(ctx, wait)
-		h, err = ic.client.Lock(wctx, lockKey, opts...)
+		h, err = lock(wctx, lockKey, opts...)
 		cancel()
 	}
 	if err == nil {
@@ -146,7 +156,11 @@ func (ic *Interceptor) acquire(ctx context.Context, info activity.Info, lockKey 
 		// report that (a cancellation stays a cancellation), not contention.
 		return nil, fmt.Errorf("temporallock: activity %s ended while waiting for %q: %w", name, lockKey, errjoin.Join(context.Cause(ctx), err))
 	case errors.Is(err, core.ErrNotAcquired):
-		return nil, appError(ErrTypeBusy, fmt.Sprintf("activity %s not run: lock %q is held elsewhere", name, lockKey),
+		held := fmt.Sprintf("lock %q is held elsewhere", lockKey)
+		if ic.cfg.limit > 1 {
+			held = fmt.Sprintf("the %d permits of %q are held", ic.cfg.limit, lockKey)
+		}
+		return nil, appError(ErrTypeBusy, fmt.Sprintf("activity %s not run: %s", name, held),
 			fmt.Errorf("%w: %w", ErrBusy, err))
 	case errors.Is(err, core.ErrInvalidOption), errors.Is(err, core.ErrInvalidTTL):
 		return nil, appError(ErrTypeInvalidConfig, "activity "+name+" not run: invalid lock option",

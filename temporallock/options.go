@@ -58,6 +58,7 @@ type config struct {
 	wait     time.Duration
 	failFast bool
 	lockOpts []core.LockOption
+	limit    int // > 1: a core.Semaphore of limit permits per key
 	observer Observer
 	err      error // the first invalid option
 }
@@ -108,6 +109,28 @@ func WithWaitTimeout(d time.Duration) Option {
 //	temporallock.WithWaitTimeout(0)
 func WithFailFast() Option {
 	return optionFunc(func(c *config) { c.wait, c.failFast = 0, true })
+}
+
+// WithLimit lets up to n executions of one key run at once across every
+// worker sharing the lock backend, instead of one: a cluster-wide
+// concurrency limit per key ("at most 5 Charge activities per merchant").
+// Each execution holds a permit of a core.Semaphore with the lock's
+// guarantees — renewal, a fence that rises with every permit, the
+// activity's context cancelled when its permit is lost — and a full key
+// waits (WithWaitTimeout) or fails with the retryable ErrTypeBusy
+// (WithFailFast), as a held lock does. The limit must be the same on every
+// worker (see core.Semaphore on changing it). n is 1 to
+// core.MaxSemaphoreLimit; 1, the default, is the lock. With n > 1, nested
+// core.Client lock calls of LockKeyFromContext's key do not re-enter the
+// permit, and core.WithFair is not available (ErrTypeInvalidConfig).
+func WithLimit(n int) Option {
+	return optionFunc(func(c *config) {
+		if n < 1 || n > core.MaxSemaphoreLimit {
+			c.fail(fmt.Errorf("%w: limit %d (want 1 to %d)", ErrInvalidOption, n, core.MaxSemaphoreLimit))
+			return
+		}
+		c.limit = n
+	})
 }
 
 // WithLockOptions passes options to every lock the interceptor takes, after
