@@ -110,6 +110,8 @@ type backend interface {
 	subscribe(ctx context.Context, channel string) error
 	// unsubscribe stops notifications on the channels.
 	unsubscribe(channels ...string)
+	// announce publishes payload on channel (best effort), for observers.
+	announce(ctx context.Context, channel, payload string) error
 	close()
 
 	// records, for Client.Records

@@ -57,6 +57,10 @@
 // guarantees, kept in "<prefix>:{<key>}:sem" (a sorted set of tokens by
 // expiry) beside its own fence counter.
 //
+// Client.Campaign and Client.Observe elect a leader: Campaign is Lock with
+// the leader's announcement as metadata (resign with Release; leadership
+// lost is Lost), and Observe streams who leads, including nobody.
+//
 // What a lock cannot do: a lease is a timeout, so a holder that stalls past
 // its TTL without noticing is not stopped by the lock — only by fencing at
 // the storage that receives its writes. Use Lock.Fence.

@@ -283,3 +283,40 @@ func ExampleClient_Semaphore() {
 	// third runs, fence above the first two: true
 	// err: <nil>
 }
+
+// This example elects a leader among two nodes: the first campaigner
+// leads, an observer sees it and its announcement, and when it resigns the
+// second takes over.
+func ExampleClient_Campaign() {
+	client, err := core.NewMemory() // core.NewRedis(rdb) across processes
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	leaders := client.Observe(ctx, "scheduler")
+	fmt.Println("leader at start:", (<-leaders).Held)
+
+	a, _ := client.Campaign(ctx, "scheduler", "node-a:8080")
+	info := <-leaders
+	fmt.Println("leader:", info.Metadata)
+
+	next := make(chan *core.Lock)
+	go func() {
+		b, _ := client.Campaign(ctx, "scheduler", "node-b:8080") // waits for a's term to end
+		next <- b
+	}()
+	time.Sleep(10 * time.Millisecond)
+	a.Release(ctx) // resign
+	b := <-next
+	for info = <-leaders; !info.Held; info = <-leaders {
+	}
+	fmt.Println("leader:", info.Metadata, "term after a's:", b.Fence() > a.Fence())
+	b.Release(ctx)
+	// Output:
+	// leader at start: false
+	// leader: node-a:8080
+	// leader: node-b:8080 term after a's: true
+}

@@ -311,4 +311,9 @@ func (m *memoryBackend) subscribe(_ context.Context, channel string) error {
 
 func (m *memoryBackend) unsubscribe(...string) {}
 
+func (m *memoryBackend) announce(_ context.Context, channel, payload string) error {
+	m.nt.deliver(channel, payload)
+	return nil
+}
+
 func (m *memoryBackend) close() {}

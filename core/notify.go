@@ -42,6 +42,7 @@ type waiter struct {
 	channel string
 	token   string        // the waiter's token, to route fair grants
 	wake    chan struct{} // capacity 1: a pending wake-up
+	watch   bool          // an observer: woken by every message, never handed a release
 }
 
 // confirmWait bounds how long a new waiter waits for its subscription to be
@@ -57,7 +58,18 @@ func newNotifier(sub subscriber, linger time.Duration) *notifier {
 // acquisition after join: a release may have happened before the
 // subscription took effect.
 func (n *notifier) join(ctx context.Context, channel, token string) *waiter {
-	w := &waiter{channel: channel, token: token, wake: make(chan struct{}, 1)}
+	return n.add(ctx, &waiter{channel: channel, token: token, wake: make(chan struct{}, 1)})
+}
+
+// watch registers an observer of channel: its wake channel gets a signal
+// (coalesced) on every message, and it never takes a release's wake-up
+// from a waiter. Leave it with leave(w, true).
+func (n *notifier) watch(ctx context.Context, channel string) *waiter {
+	return n.add(ctx, &waiter{channel: channel, wake: make(chan struct{}, 1), watch: true})
+}
+
+func (n *notifier) add(ctx context.Context, w *waiter) *waiter {
+	channel := w.channel
 	n.mu.Lock()
 	cs := n.chans[channel]
 	if cs == nil {
@@ -110,7 +122,7 @@ func (n *notifier) leave(w *waiter, acquired bool) {
 			break
 		}
 	}
-	if !acquired && len(w.wake) > 0 {
+	if !acquired && !w.watch && len(w.wake) > 0 {
 		cs.wakeOne()
 	}
 	if len(cs.waiters) == 0 {
@@ -139,6 +151,10 @@ func (n *notifier) confirm(channel string) {
 // the lease to the fair waiter whose token follows.
 const grantPrefix = "g:"
 
+// leaderPrefix starts the payload of a new leader's announcement (Campaign):
+// it wakes observers only.
+const leaderPrefix = "l:"
+
 // deliver handles a notification on channel: a grant wakes its grantee (if
 // it waits here); a release wakes one waiter. A single server publishes
 // each release once, as "r:". Redlock's nodes each publish the same release
@@ -152,9 +168,20 @@ func (n *notifier) deliver(channel, payload string) {
 	if cs == nil {
 		return
 	}
+	for _, w := range cs.waiters {
+		if w.watch {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if strings.HasPrefix(payload, leaderPrefix) { // for observers only
+		return
+	}
 	if tok, ok := strings.CutPrefix(payload, grantPrefix); ok {
 		for _, w := range cs.waiters {
-			if w.token == tok {
+			if w.token == tok && !w.watch {
 				select {
 				case w.wake <- struct{}{}:
 				default:
@@ -181,6 +208,9 @@ func (n *notifier) deliver(channel, payload string) {
 
 func (cs *channelState) wakeOne() {
 	for _, w := range cs.waiters {
+		if w.watch {
+			continue
+		}
 		select {
 		case w.wake <- struct{}{}:
 			return

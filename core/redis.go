@@ -383,6 +383,10 @@ func (b *redisBackend) setRecordNewer(ctx context.Context, key, ordKey, value st
 	return n == 1, err
 }
 
+func (b *redisBackend) announce(ctx context.Context, channel, payload string) error {
+	return b.rdb.Publish(ctx, channel, payload).Err()
+}
+
 func (b *redisBackend) subscribe(ctx context.Context, channel string) error {
 	return b.ps.subscribe(ctx, channel)
 }

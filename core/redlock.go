@@ -222,6 +222,20 @@ func (b *redlockBackend) quorumError(op string, got int, failed []nodeReply) *Qu
 	return e
 }
 
+// announce publishes on every node; one that answers is enough.
+func (b *redlockBackend) announce(ctx context.Context, channel, payload string) error {
+	var errs []error
+	for _, nd := range b.nodes {
+		if err := nd.announce(ctx, channel, payload); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == len(b.nodes) {
+		return errjoin.Join(errs...)
+	}
+	return nil
+}
+
 func (b *redlockBackend) subscribe(ctx context.Context, channel string) error {
 	var errs []error
 	for _, nd := range b.nodes {

@@ -275,7 +275,7 @@ func TestDailySpans(t *testing.T) {
 		{"vote", step{"first vote", post("/vote/9", "", ""), 200, "first", ""}},
 		{"vote", step{"second vote", post("/vote/9", "", ""), 409, "duplicate", ""}},
 		{"vote", step{"failed vote", post("/vote/8", "", "", "X-Status", "500"), 500, "released", ""}},
-		{"vote", step{"anonymous", anon, 401, "invalid", ""}},
+		{"vote", step{"anonymous", anon, 401, "unauthenticated", ""}},
 		{"read", step{"first read", post("/read/7", "", ""), 200, "first", ""}},
 		{"read", step{"second read", post("/read/7", "", ""), 200, "duplicate", ""}},
 		{"down", step{"store down", post("/down/1", "", ""), 503, "store_error", "backend"}},

@@ -1,0 +1,105 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Campaign waits until this caller leads key, and returns its leadership
+// as a *Lock: the lock of key, held with value as its metadata — the
+// leader's announcement, which Inspect and Observe show as Info.Metadata
+// (an address, a node name). Resign with Release; the leadership is lost
+// when Lost closes (a renewal that failed until the lease's deadline), and
+// then someone else may lead. Fence() orders the terms: every new leader's
+// fence is higher than every earlier leader's, so storage that checks it
+// rejects a deposed leader's late writes. The wait ends with ctx or the
+// bounds given (WithWaitTimeout, WithRetryBudget), with the errors of Lock;
+// a new leader is announced to observers at once.
+//
+// There is at most one leader at a time in the sense of the lock: a leader
+// is told it lost (Lost) no later than anyone else can lead. Campaign on a
+// key is Lock on it, so a Lock of the same key by a non-campaigner also
+// takes the leadership (with its own metadata).
+func (c *Client) Campaign(ctx context.Context, key, value string, opts ...LockOption) (*Lock, error) {
+	h, err := c.Lock(ctx, key, append([]LockOption{WithMetadata(value)}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	// Observers learn of the new leader now rather than at their next
+	// poll; a failed announcement costs them only that delay.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	_ = c.be.announce(actx, h.l.n.lease, leaderPrefix+h.Token())
+	cancel()
+	return h, nil
+}
+
+// observePoll bounds how long Observe goes without asking while nobody
+// leads: a leader that took the key with Lock, not Campaign, is announced
+// to nobody and is seen within this much time.
+const observePoll = 2 * time.Second
+
+// Observe reports who leads key: it sends the current state at once, then
+// every change of leader — a new holder, or none (Held false, after a
+// Release or when a crashed leader's lease expired). Each Info is what
+// Inspect returns. Observers are woken by Campaign's announcements and by
+// releases; they also ask again when the leader's lease would expire, and
+// every observePoll (two seconds) while nobody leads, so a change is seen
+// even when a message is missed. A change that lasts shorter than it takes
+// to ask (a leader that resigns at once) may go unseen; the order of those
+// seen is the order they happened. While the backend cannot be reached,
+// Observe keeps trying and sends nothing. The channel is closed when ctx
+// ends or the Client is closed; a slow receiver delays the next report,
+// which then tells the state of that moment.
+func (c *Client) Observe(ctx context.Context, key string) <-chan Info {
+	out := make(chan Info)
+	go c.observe(ctx, key, out)
+	return out
+}
+
+func (c *Client) observe(ctx context.Context, key string, out chan<- Info) {
+	defer close(out)
+	if validKey(key) != nil {
+		return
+	}
+	w := c.nt.watch(ctx, c.names(key).lease)
+	defer c.nt.leave(w, true)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var last Info
+	sent := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.done:
+			return
+		case <-w.wake:
+		case <-timer.C:
+		}
+		info, err := c.Inspect(ctx, key)
+		next := observePoll
+		switch {
+		case err != nil:
+			next = time.Second
+		case !sent || info.Held != last.Held || info.Held && (info.Token != last.Token || info.Fence != last.Fence):
+			select {
+			case out <- info:
+			case <-ctx.Done():
+				return
+			case <-c.done:
+				return
+			}
+			last, sent = info, true
+		}
+		if err == nil && info.Held && info.TTL >= 0 {
+			next = info.TTL + 5*time.Millisecond // a release wakes us sooner
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
