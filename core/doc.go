@@ -57,6 +57,9 @@
 // guarantees, kept in "<prefix>:{<key>}:sem" (a sorted set of tokens by
 // expiry) beside its own fence counter.
 //
+// Client.LockAll takes several keys at once, all or none, in sorted order
+// so that callers never deadlock.
+//
 // Client.Campaign and Client.Observe elect a leader: Campaign is Lock with
 // the leader's announcement as metadata (resign with Release; leadership
 // lost is Lost), and Observe streams who leads, including nobody.

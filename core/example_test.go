@@ -320,3 +320,34 @@ func ExampleClient_Campaign() {
 	// leader: node-a:8080
 	// leader: node-b:8080 term after a's: true
 }
+
+// This example moves money between two accounts under both accounts'
+// locks: a transfer the other way, asking for the keys in the opposite
+// order, waits instead of deadlocking.
+func ExampleClient_LockAll() {
+	client, err := core.NewMemory() // core.NewRedis(rdb) across processes
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+
+	g, err := client.LockAll(ctx, []string{"account:7", "account:3"}, core.WithWaitTimeout(5*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, l := range g.Locks() {
+		fmt.Println("holding", l.Key())
+	}
+	_, err = client.TryLockAll(ctx, []string{"account:3", "account:9"})
+	fmt.Println("other transfer now:", errors.Is(err, core.ErrNotAcquired))
+	g.Release(ctx)
+	g2, err := client.TryLockAll(ctx, []string{"account:3", "account:9"})
+	fmt.Println("after release:", err)
+	g2.Release(ctx)
+	// Output:
+	// holding account:3
+	// holding account:7
+	// other transfer now: true
+	// after release: <nil>
+}

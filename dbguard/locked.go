@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/latchkey/latchkey/core"
@@ -82,12 +83,12 @@ func (g *Guard) precheck(ctx context.Context, items []item) error {
 // lockedOnce is one attempt: lock, write, release.
 func (g *Guard) lockedOnce(ctx context.Context, items []item) error {
 	locks, err := g.lockAll(ctx, items)
-	defer g.releaseAll(ctx, locks)
 	if err != nil {
 		return err
 	}
+	defer g.releaseAll(ctx, locks)
 	fences := make([]int64, len(items))
-	for i, lk := range locks {
+	for i, lk := range locks.Locks() { // in sorted key order, as items
 		fences[i] = lk.Fence()
 		if h := g.beforeFencedWrite; h != nil {
 			h(ctx, items[i].sku, fences[i])
@@ -96,10 +97,9 @@ func (g *Guard) lockedOnce(ctx context.Context, items []item) error {
 	return g.writeFenced(ctx, items, fences)
 }
 
-// lockAll locks every item's SKU, in the (sorted) order of items, within
-// WithWaitTimeout in all. On error it returns the locks it got, for
-// release.
-func (g *Guard) lockAll(ctx context.Context, items []item) ([]*core.Lock, error) {
+// lockAll locks every item's SKU with core's LockAll (sorted order, all or
+// nothing), within WithWaitTimeout in all.
+func (g *Guard) lockAll(ctx context.Context, items []item) (*core.Group, error) {
 	lctx, cancel := context.WithTimeoutCause(ctx, g.cfg.lockTimeout, errLockSlow)
 	defer cancel()
 	wctx, stop := context.WithCancelCause(lctx)
@@ -109,20 +109,16 @@ func (g *Guard) lockAll(ctx context.Context, items []item) ([]*core.Lock, error)
 		defer g.waiting.remove(it.sku, e)
 	}
 	deadline, _ := lctx.Deadline()
-	locks := make([]*core.Lock, 0, len(items))
-	for _, it := range items {
-		key := g.lockKey(it.sku)
-		// Waiting for other buyers ends before the context does, so that
-		// contention (ErrBusy) and a slow lock service tell apart.
-		wait := time.Until(deadline) * 3 / 4
-		if wait <= 0 {
-			wait = time.Millisecond
-		}
-		lk, err := g.cfg.locker.Lock(wctx, key, core.WithWaitTimeout(wait))
-		if err != nil {
-			return locks, g.lockError(ctx, key, err)
-		}
-		locks = append(locks, lk)
+	keys := make([]string, len(items))
+	for i, it := range items {
+		keys[i] = g.lockKey(it.sku)
+	}
+	// Waiting for other buyers ends before the context does, so that
+	// contention (ErrBusy) and a slow lock service tell apart.
+	wait := max(time.Until(deadline)*3/4, time.Millisecond)
+	locks, err := g.cfg.locker.LockAll(wctx, keys, core.WithWaitTimeout(wait))
+	if err != nil {
+		return nil, g.lockError(ctx, strings.Join(keys, ","), err)
 	}
 	return locks, nil
 }
@@ -149,16 +145,11 @@ func (g *Guard) lockError(ctx context.Context, key string, err error) error {
 // itself. The buyer waits for the release at most WithWaitTimeout: a
 // release held up by a stalled Redis finishes in the background, within
 // core's own bound.
-func (g *Guard) releaseAll(ctx context.Context, locks []*core.Lock) {
-	if len(locks) == 0 {
-		return
-	}
+func (g *Guard) releaseAll(ctx context.Context, locks *core.Group) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for i := len(locks) - 1; i >= 0; i-- {
-			_ = locks[i].Release(ctx)
-		}
+		_ = locks.Release(ctx)
 	}()
 	t := time.NewTimer(g.cfg.lockTimeout)
 	defer t.Stop()
