@@ -31,9 +31,24 @@ type names struct {
 	// A semaphore's names instead (limit > 0): lease "<prefix>:{<key>}:sem"
 	// holds the permits (and is the release channel), fence
 	// "<prefix>:{<key>}:sem:fence", vals "<prefix>:{<key>}:sem:v".
-	limit int
-	vals  string
+	//
+	// A read-write lock's (limit rwRead or rwWrite, by the hold): lease
+	// "<prefix>:{<key>}:rw" (the writer, and the channel), readers
+	// "…:rw:r" (tokens by expiry), vals "…:rw:v", queue "…:rw:q" (waiting
+	// writers by entry deadline), fence "…:rw:fence".
+	limit   int
+	vals    string
+	readers string
 }
+
+// The limit of a read-write lock's names, by the hold.
+const (
+	rwRead  = -1
+	rwWrite = -2
+)
+
+// rw reports whether n names a read-write lock.
+func (n names) rw() bool { return n.limit == rwRead || n.limit == rwWrite }
 
 func (c *Client) names(key string) names {
 	// Two allocations for four names: each pair shares its bytes.
@@ -41,6 +56,19 @@ func (c *Client) names(key string) names {
 	lease := fence[:len(fence)-len(":fence")]
 	dues := lease + ":qt"
 	return names{lease: lease, fence: fence, queue: dues[:len(dues)-1], dues: dues}
+}
+
+// kindNames are the storage names of key for a mutex (limit 0), a
+// semaphore (limit > 0) or a read-write lock's hold (rwRead, rwWrite).
+func (c *Client) kindNames(key string, limit int) names {
+	switch {
+	case limit == 0:
+		return c.names(key)
+	case limit > 0:
+		return c.semNames(key, limit)
+	}
+	w := c.cfg.prefix + ":{" + key + "}:rw"
+	return names{lease: w, readers: w + ":r", vals: w + ":v", queue: w + ":q", fence: w + ":fence", limit: limit}
 }
 
 // semNames are the storage names of the semaphore key with limit permits.

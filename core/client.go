@@ -112,15 +112,16 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 	return c.acquire(ctx, key, 0, opts, true)
 }
 
-// acquire is TryLock (wait false) and Lock (wait true) for limit 0, and
-// a semaphore's TryAcquire and Acquire for limit > 0 permits.
+// acquire is TryLock (wait false) and Lock (wait true) for limit 0, a
+// semaphore's TryAcquire and Acquire for limit > 0 permits, and a
+// read-write lock's holds for rwRead and rwWrite.
 func (c *Client) acquire(ctx context.Context, key string, limit int, opts []LockOption, wait bool) (h *Lock, err error) {
 	s, err := c.prepare(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
-	if limit > 0 {
-		if err := c.semCheck(&s); err != nil {
+	if limit != 0 {
+		if err := c.semCheck(&s, limit); err != nil {
 			return nil, err
 		}
 	}
@@ -148,10 +149,7 @@ func (c *Client) acquire(ctx context.Context, key string, limit int, opts []Lock
 			return h, nil
 		}
 	}
-	n := c.names(key)
-	if limit > 0 {
-		n = c.semNames(key, limit)
-	}
+	n := c.kindNames(key, limit)
 	tok := s.token
 	if tok == "" {
 		tok = rand.Text()
@@ -183,7 +181,8 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 		return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, cause)
 	}
 	acquired := false
-	if s.fair {
+	queued := s.fair || n.limit == rwWrite // a waiting writer is recorded too
+	if queued {
 		// Leave the queue; if a grant came meanwhile, pass it on.
 		defer func() {
 			if !acquired {
@@ -200,7 +199,7 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 			return fail(fmt.Errorf("retry budget of %d exhausted", s.retryBudget))
 		}
 		if retries > 0 { // the first retry follows join at once
-			timer.Reset(fallbackDelay(holderTTL, s.fair))
+			timer.Reset(fallbackDelay(holderTTL, queued))
 			select {
 			case <-w.wake:
 			case <-timer.C:

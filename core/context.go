@@ -23,7 +23,7 @@ func (c *Client) reenter(ctx context.Context, key string) *Lock {
 	b, _ := ctx.Value(bindKey{}).(*binding)
 	for ; b != nil; b = b.next {
 		l := b.l
-		if l.c != c || l.key != key || l.n.limit != 0 { // permits are never re-entered
+		if l.c != c || l.key != key || l.n.limit != 0 { // permits and read-write holds are never re-entered
 			continue
 		}
 		l.mu.Lock()

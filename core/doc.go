@@ -57,7 +57,8 @@
 // guarantees, kept in "<prefix>:{<key>}:sem" (a sorted set of tokens by
 // expiry) beside its own fence counter.
 //
-// Client.LockAll takes several keys at once, all or none, in sorted order
+// Client.RWMutex is a read-write lock whose waiting writers hold new
+// readers back. Client.LockAll takes several keys at once, all or none, in sorted order
 // so that callers never deadlock.
 //
 // Client.Campaign and Client.Observe elect a leader: Campaign is Lock with

@@ -351,3 +351,35 @@ func ExampleClient_LockAll() {
 	// other transfer now: true
 	// after release: <nil>
 }
+
+// This example shares a configuration between readers and one writer:
+// readers hold the lock together; the writer waits for them, and readers
+// that come while it waits queue behind it.
+func ExampleClient_RWMutex() {
+	client, err := core.NewMemory() // core.NewRedis(rdb) across processes
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+	cfg := client.RWMutex("config")
+
+	r1, _ := cfg.RLock(ctx)
+	r2, _ := cfg.RLock(ctx)
+	fmt.Println("two readers share it")
+	_, err = cfg.TryLock(ctx)
+	fmt.Println("writer while read:", errors.Is(err, core.ErrNotAcquired))
+
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		r1.Release(ctx)
+		r2.Release(ctx)
+	}()
+	w, err := cfg.Lock(ctx, core.WithWaitTimeout(3*time.Second))
+	fmt.Println("writer in after the readers:", err == nil, "fence raised:", w.Fence() > r1.Fence())
+	w.Release(ctx)
+	// Output:
+	// two readers share it
+	// writer while read: true
+	// writer in after the readers: true fence raised: true
+}

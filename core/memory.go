@@ -19,7 +19,8 @@ func NewMemory(opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	m := &memoryBackend{leases: make(map[string]memLease), fences: make(map[string]int64),
-		queues: make(map[string]*memQueue), sems: make(map[string]map[string]memPermit)}
+		queues: make(map[string]*memQueue), sems: make(map[string]map[string]memPermit),
+		intents: make(map[string]map[string]time.Time)}
 	c.setBackend(m, 0)
 	m.nt = c.nt
 	return c, nil
@@ -35,12 +36,13 @@ type memLease struct {
 type memoryBackend struct {
 	nt *notifier
 
-	mu     sync.Mutex
-	leases map[string]memLease
-	fences map[string]int64
-	queues map[string]*memQueue            // fair waiters, by names.queue
-	sems   map[string]map[string]memPermit // semaphore permits by names.lease, then token
-	ops    int
+	mu      sync.Mutex
+	leases  map[string]memLease
+	fences  map[string]int64
+	queues  map[string]*memQueue            // fair waiters, by names.queue
+	sems    map[string]map[string]memPermit // semaphore permits (and readers) by names.lease, then token
+	intents map[string]map[string]time.Time // waiting writers by names.queue, then token: entry deadline
+	ops     int
 }
 
 // memQueue is a fair queue: tokens in arrival order and their deadlines.
@@ -125,6 +127,9 @@ func (m *memoryBackend) acquire(_ context.Context, n names, token, value string,
 	if n.limit > 0 {
 		return m.semAcquire(n, token, value, ttl, now), nil
 	}
+	if n.rw() {
+		return m.rwAcquire(n, token, value, ttl, enqueue, now), nil
+	}
 	var q *memQueue
 	if fair {
 		q = m.queue(n, now)
@@ -187,6 +192,13 @@ func (m *memoryBackend) extend(_ context.Context, reqs []extendReq) {
 			m.semExtend(r, now)
 			continue
 		}
+		if r.n.limit == rwRead {
+			rr := *r
+			rr.n = readerNames(r.n)
+			m.semExtend(&rr, now)
+			r.ok, r.gone, r.left = rr.ok, rr.gone, rr.left
+			continue
+		}
 		ml, ok := m.live(r.n.lease, now)
 		switch {
 		case !ok:
@@ -204,8 +216,13 @@ func (m *memoryBackend) extend(_ context.Context, reqs []extendReq) {
 func (m *memoryBackend) release(_ context.Context, n names, token string) (bool, error) {
 	m.mu.Lock()
 	now := time.Now()
-	if n.limit > 0 {
-		ok := m.semRelease(n, token, now)
+	if n.limit > 0 || n.rw() {
+		var ok bool
+		if n.limit > 0 {
+			ok = m.semRelease(n, token, now)
+		} else {
+			ok = m.rwRelease(n, token, now)
+		}
 		m.mu.Unlock()
 		if ok {
 			m.nt.deliver(n.lease, "r:")

@@ -45,6 +45,12 @@ var (
 	semExtendLua string
 	//go:embed scripts/sem_release.lua
 	semReleaseLua string
+	//go:embed scripts/rw_rlock.lua
+	rwRLockLua string
+	//go:embed scripts/rw_lock.lua
+	rwLockLua string
+	//go:embed scripts/rw_unlock.lua
+	rwUnlockLua string
 
 	// Each script is the shared helpers it uses followed by its body.
 	acquireScript     = redis.NewScript(libOwns + libFence + acquireLua)
@@ -56,6 +62,9 @@ var (
 	semAcquireScript  = redis.NewScript(libFence + libQueue + libSem + semAcquireLua)
 	semExtendScript   = redis.NewScript(libQueue + libSem + semExtendLua)
 	semReleaseScript  = redis.NewScript(libQueue + libSem + semReleaseLua)
+	rwRLockScript     = redis.NewScript(libQueue + libSem + rwRLockLua)
+	rwLockScript      = redis.NewScript(libOwns + libFence + libQueue + libSem + rwLockLua)
+	rwUnlockScript    = redis.NewScript(libOwns + libQueue + rwUnlockLua)
 
 	// Arguments that never change, boxed once.
 	retentionArg any = fenceRetention.Milliseconds()
@@ -111,10 +120,20 @@ type redisBackend struct {
 func (b *redisBackend) acquire(ctx context.Context, n names, token, value string, ttl time.Duration, fair, enqueue bool) (acquireResult, error) {
 	script, keys := acquireScript, []string{n.lease, n.fence}
 	args := []any{token, value, ttl.Milliseconds(), retentionArg}
-	if n.limit > 0 {
+	switch {
+	case n.limit > 0:
 		script, keys = semAcquireScript, []string{n.lease, n.fence, n.vals}
 		args = append(args, n.limit)
-	} else if fair {
+	case n.limit == rwRead:
+		script, keys = rwRLockScript, []string{n.lease, n.readers, n.vals, n.queue, n.fence}
+	case n.limit == rwWrite:
+		join := "0"
+		if enqueue {
+			join = "1"
+		}
+		script, keys = rwLockScript, []string{n.lease, n.readers, n.vals, n.queue, n.fence}
+		args = append(args, entryTTLArg, join)
+	case fair:
 		join := "0"
 		if enqueue {
 			join = "1"
@@ -253,15 +272,19 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 }
 
 func (r *extendReq) keys() []string {
-	if r.n.limit > 0 {
+	switch {
+	case r.n.limit > 0:
 		return []string{r.n.lease, r.n.vals}
+	case r.n.limit == rwRead:
+		return []string{r.n.readers, r.n.vals}
 	}
 	return []string{r.n.lease}
 }
 
-// script is the extend script of the request's kind of lease.
+// script is the extend script of the request's kind of lease: a permit or
+// a read hold lives in a sorted set, a mutex or a write hold is a key.
 func (r *extendReq) script() *redis.Script {
-	if r.n.limit > 0 {
+	if r.n.limit > 0 || r.n.limit == rwRead {
 		return semExtendScript
 	}
 	return extendScript
@@ -284,6 +307,14 @@ func (b *redisBackend) release(ctx context.Context, n names, token string) (bool
 func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce string) (bool, error) {
 	if n.limit > 0 {
 		v, err := semReleaseScript.Run(ctx, b.rdb, []string{n.lease, n.vals}, token).Int64()
+		return v == 1, err
+	}
+	if n.rw() {
+		hold := "r"
+		if n.limit == rwWrite {
+			hold = "w"
+		}
+		v, err := rwUnlockScript.Run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue}, token, hold).Int64()
 		return v == 1, err
 	}
 	v, err := releaseScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues},

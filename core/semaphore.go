@@ -91,13 +91,17 @@ func (s *Semaphore) check() error {
 	return nil
 }
 
-// semCheck refuses what semaphores do not support.
-func (c *Client) semCheck(s *settings) error {
+// semCheck refuses what semaphores and read-write locks do not support.
+func (c *Client) semCheck(s *settings, limit int) error {
+	what := "semaphores"
+	if limit < 0 {
+		what = "read-write locks"
+	}
 	if _, ok := c.be.(*redlockBackend); ok {
-		return fmt.Errorf("%w: semaphores need NewRedis or NewMemory, not NewRedlock", ErrInvalidOption)
+		return fmt.Errorf("%w: %s need NewRedis or NewMemory, not NewRedlock", ErrInvalidOption, what)
 	}
 	if s.fair {
-		return fmt.Errorf("%w: WithFair is not available on semaphores", ErrInvalidOption)
+		return fmt.Errorf("%w: WithFair is not available on %s", ErrInvalidOption, what)
 	}
 	return nil
 }

@@ -1,0 +1,117 @@
+package core
+
+import "time"
+
+// readerNames are the names the semaphore helpers use for a read-write
+// lock's readers.
+func readerNames(n names) names { return names{lease: n.readers} }
+
+// writersWaiting drops expired writer entries and reports whether a writer
+// waits. Called with m.mu held.
+func (m *memoryBackend) writersWaiting(n names, now time.Time) bool {
+	ws := m.intents[n.queue]
+	for t, due := range ws {
+		if now.After(due) {
+			delete(ws, t)
+		}
+	}
+	if len(ws) == 0 {
+		delete(m.intents, n.queue)
+		return false
+	}
+	return true
+}
+
+func (m *memoryBackend) joinWriters(n names, token string, now time.Time) {
+	ws := m.intents[n.queue]
+	if ws == nil {
+		ws = make(map[string]time.Time)
+		m.intents[n.queue] = ws
+	}
+	ws[token] = now.Add(fairEntryTTL)
+}
+
+func (m *memoryBackend) leaveWriters(n names, token string) {
+	if ws := m.intents[n.queue]; ws != nil {
+		delete(ws, token)
+		if len(ws) == 0 {
+			delete(m.intents, n.queue)
+		}
+	}
+}
+
+// rwAcquire is acquire for a read-write lock's hold. Called with m.mu held.
+func (m *memoryBackend) rwAcquire(n names, token, value string, ttl time.Duration, join bool, now time.Time) acquireResult {
+	rn := readerNames(n)
+	readers := m.permits(rn, now)
+	waiting := m.writersWaiting(n, now)
+	ml, writer := m.live(n.lease, now)
+	if n.limit == rwRead {
+		if p, ok := readers[token]; ok {
+			if e := now.Add(ttl); e.After(p.expires) {
+				p.expires = e
+				readers[token] = p
+			}
+			return acquireResult{acquired: true, fence: p.fence}
+		}
+		switch {
+		case writer:
+			return acquireResult{holderTTL: ml.expires.Sub(now)}
+		case waiting:
+			return acquireResult{holderTTL: -1}
+		}
+		if readers == nil {
+			readers = make(map[string]memPermit)
+			m.sems[rn.lease] = readers
+		}
+		f := m.fences[n.fence]
+		readers[token] = memPermit{fence: f, value: value, expires: now.Add(ttl)}
+		return acquireResult{acquired: true, fence: f}
+	}
+	if writer {
+		if owns(ml.value, token) {
+			if e := now.Add(ttl); e.After(ml.expires) {
+				ml.expires = e
+				m.leases[n.lease] = ml
+			}
+			return acquireResult{acquired: true, fence: m.fences[n.fence]}
+		}
+		if join {
+			m.joinWriters(n, token, now)
+		}
+		return acquireResult{holderTTL: ml.expires.Sub(now)}
+	}
+	if len(readers) > 0 {
+		if join {
+			m.joinWriters(n, token, now)
+		}
+		first := time.Time{}
+		for _, p := range readers {
+			if first.IsZero() || p.expires.Before(first) {
+				first = p.expires
+			}
+		}
+		return acquireResult{holderTTL: first.Sub(now)}
+	}
+	m.leaveWriters(n, token)
+	f := m.fences[n.fence] + 1
+	m.fences[n.fence] = f
+	m.leases[n.lease] = memLease{value: value, expires: now.Add(ttl)}
+	return acquireResult{acquired: true, fence: f}
+}
+
+// rwRelease gives back a hold, or takes a writer that gives up out of the
+// waiting writers; it reports whether token held the hold. Called with
+// m.mu held; the caller announces a release.
+func (m *memoryBackend) rwRelease(n names, token string, now time.Time) bool {
+	m.leaveWriters(n, token)
+	if n.limit == rwRead {
+		return m.semRelease(readerNames(n), token, now)
+	}
+	ml, ok := m.live(n.lease, now)
+	if !ok || !owns(ml.value, token) {
+		return false
+	}
+	delete(m.leases, n.lease)
+	return true
+}
