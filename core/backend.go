@@ -133,6 +133,10 @@ type backend interface {
 	// token from the fair queue.
 	release(ctx context.Context, n names, token string) (bool, error)
 	inspect(ctx context.Context, n names) (Info, error)
+	// holds lists a key's semaphore permits and read-write holds (sem and
+	// rw name them), and how many writers wait; nil for a backend without
+	// those primitives.
+	holds(ctx context.Context, sem, rw names) ([]Hold, int, error)
 	// subscribe asks for release notifications on channel; the backend
 	// calls notifier.confirm when they flow and notifier.deliver on each.
 	subscribe(ctx context.Context, channel string) error

@@ -370,13 +370,19 @@ func (c *Client) do(ctx context.Context, key string, limit int, fn func(context.
 	return fn(runCtx)
 }
 
-// Inspect tells an operator who holds key: its token, metadata, fence and
-// remaining TTL. It reads without changing anything.
+// Inspect tells an operator who holds key: the mutex's token, metadata,
+// fence and remaining TTL, its fair waiters, and in Holds the permits of
+// the key's Semaphore and the holds of its RWMutex (with WritersWaiting).
+// It reads without changing anything.
 func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 	if err := validKey(key); err != nil {
 		return Info{}, err
 	}
 	info, err := c.be.inspect(ctx, c.names(key))
+	if err != nil {
+		return Info{}, fmt.Errorf("%w: inspect %q: %w", ErrUnavailable, key, err)
+	}
+	info.Holds, info.WritersWaiting, err = c.be.holds(ctx, c.semNames(key, 1), c.kindNames(key, rwWrite))
 	if err != nil {
 		return Info{}, fmt.Errorf("%w: inspect %q: %w", ErrUnavailable, key, err)
 	}

@@ -11,4 +11,20 @@ type Info struct {
 	Fence    int64         // the holder's fence when held, else the last fence issued (0: none)
 	TTL      time.Duration // the lease's remaining time, when held (-1: no expiry)
 	Waiters  int           // fair-mode waiters queued (WithFair)
+
+	// Holds are the key's other holds: its Semaphore's permits (Kind
+	// "permit", the earliest to expire first), its RWMutex's write hold
+	// ("write") and read holds ("read").
+	Holds []Hold
+	// WritersWaiting is how many writers wait for the key's RWMutex.
+	WritersWaiting int
+}
+
+// A Hold is one holder of a key's semaphore or read-write lock.
+type Hold struct {
+	Kind     string        // "permit", "write" or "read"
+	Token    string        // the holder's token
+	Metadata string        // its WithMetadata
+	Fence    int64         // its fence
+	TTL      time.Duration // its remaining time (-1: no expiry)
 }

@@ -1,6 +1,12 @@
 package core
 
-import "time"
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"time"
+)
 
 // readerNames are the names the semaphore helpers use for a read-write
 // lock's readers.
@@ -114,4 +120,30 @@ func (m *memoryBackend) rwRelease(n names, token string, now time.Time) bool {
 	}
 	delete(m.leases, n.lease)
 	return true
+}
+
+func (m *memoryBackend) holds(_ context.Context, sem, rw names) ([]Hold, int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	var hs []Hold
+	add := func(kind string, ps map[string]memPermit) {
+		start := len(hs)
+		for _, p := range ps {
+			tok, meta, _ := strings.Cut(p.value, "|")
+			hs = append(hs, Hold{Kind: kind, Token: tok, Metadata: meta, Fence: p.fence, TTL: p.expires.Sub(now)})
+		}
+		slices.SortFunc(hs[start:], func(a, b Hold) int { return cmp.Compare(a.TTL, b.TTL) })
+	}
+	add("permit", m.permits(sem, now))
+	if ml, ok := m.live(rw.lease, now); ok {
+		tok, meta, _ := strings.Cut(ml.value, "|")
+		hs = append(hs, Hold{Kind: "write", Token: tok, Metadata: meta, Fence: m.fences[rw.fence], TTL: ml.expires.Sub(now)})
+	}
+	add("read", m.permits(readerNames(rw), now))
+	waiting := 0
+	if m.writersWaiting(rw, now) {
+		waiting = len(m.intents[rw.queue])
+	}
+	return hs, waiting, nil
 }

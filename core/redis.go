@@ -45,6 +45,8 @@ var (
 	semExtendLua string
 	//go:embed scripts/sem_release.lua
 	semReleaseLua string
+	//go:embed scripts/inspect_holds.lua
+	inspectHoldsLua string
 	//go:embed scripts/rw_rlock.lua
 	rwRLockLua string
 	//go:embed scripts/rw_lock.lua
@@ -53,18 +55,19 @@ var (
 	rwUnlockLua string
 
 	// Each script is the shared helpers it uses followed by its body.
-	acquireScript     = redis.NewScript(libOwns + libFence + acquireLua)
-	acquireFairScript = redis.NewScript(libOwns + libFence + libQueue + acquireFairLua)
-	extendScript      = redis.NewScript(libOwns + extendLua)
-	releaseScript     = redis.NewScript(libOwns + libFence + libQueue + releaseLua)
-	inspectScript     = redis.NewScript(inspectLua)
-	fenceMaxScript    = redis.NewScript(fenceMaxLua)
-	semAcquireScript  = redis.NewScript(libFence + libQueue + libSem + semAcquireLua)
-	semExtendScript   = redis.NewScript(libQueue + libSem + semExtendLua)
-	semReleaseScript  = redis.NewScript(libQueue + libSem + semReleaseLua)
-	rwRLockScript     = redis.NewScript(libQueue + libSem + rwRLockLua)
-	rwLockScript      = redis.NewScript(libOwns + libFence + libQueue + libSem + rwLockLua)
-	rwUnlockScript    = redis.NewScript(libOwns + libQueue + rwUnlockLua)
+	acquireScript      = redis.NewScript(libOwns + libFence + acquireLua)
+	acquireFairScript  = redis.NewScript(libOwns + libFence + libQueue + acquireFairLua)
+	extendScript       = redis.NewScript(libOwns + extendLua)
+	releaseScript      = redis.NewScript(libOwns + libFence + libQueue + releaseLua)
+	inspectScript      = redis.NewScript(inspectLua)
+	fenceMaxScript     = redis.NewScript(fenceMaxLua)
+	semAcquireScript   = redis.NewScript(libFence + libQueue + libSem + semAcquireLua)
+	semExtendScript    = redis.NewScript(libQueue + libSem + semExtendLua)
+	semReleaseScript   = redis.NewScript(libQueue + libSem + semReleaseLua)
+	rwRLockScript      = redis.NewScript(libQueue + libSem + rwRLockLua)
+	inspectHoldsScript = redis.NewScript(libQueue + inspectHoldsLua)
+	rwLockScript       = redis.NewScript(libOwns + libFence + libQueue + libSem + rwLockLua)
+	rwUnlockScript     = redis.NewScript(libOwns + libQueue + rwUnlockLua)
 
 	// Arguments that never change, boxed once.
 	retentionArg any = fenceRetention.Milliseconds()
@@ -369,6 +372,39 @@ func (b *redisBackend) inspect(ctx context.Context, n names) (Info, error) {
 		info.Waiters = int(q)
 	}
 	return info, nil
+}
+
+func (b *redisBackend) holds(ctx context.Context, sem, rw names) ([]Hold, int, error) {
+	v, err := inspectHoldsScript.Run(ctx, b.rdb,
+		[]string{sem.lease, sem.vals, rw.lease, rw.readers, rw.vals, rw.queue, rw.fence}).Slice()
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(v) < 1 || (len(v)-1)%3 != 0 {
+		return nil, 0, fmt.Errorf("core: unexpected inspect reply %v", v)
+	}
+	waiting, _ := v[0].(int64)
+	var hs []Hold
+	for i := 1; i+2 < len(v); i += 3 {
+		kind, _ := v[i].(string)
+		fv, _ := v[i+1].(string)
+		ms, _ := v[i+2].(string)
+		left, _ := strconv.ParseInt(ms, 10, 64)
+		hs = append(hs, parseHold(kind, fv, left))
+	}
+	return hs, int(waiting), nil
+}
+
+// parseHold makes a Hold of "<fence>|<token>[|<metadata>]" and its ms left.
+func parseHold(kind, fv string, left int64) Hold {
+	f, v, _ := strings.Cut(fv, "|")
+	h := Hold{Kind: kind, TTL: time.Duration(left) * time.Millisecond}
+	if left < 0 {
+		h.TTL = -1
+	}
+	h.Fence, _ = strconv.ParseInt(f, 10, 64)
+	h.Token, h.Metadata, _ = strings.Cut(v, "|")
+	return h
 }
 
 func (b *redisBackend) setRecord(ctx context.Context, key, value string, ttl time.Duration) error {

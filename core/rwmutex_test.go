@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,4 +158,73 @@ func TestRWMutexInvalid(t *testing.T) {
 	if _, err := rl.RWMutex("k").TryRLock(ctx); !errors.Is(err, core.ErrInvalidOption) {
 		t.Errorf("Redlock: %v", err)
 	}
+}
+
+// TestInspectPrimitives: Inspect tells every holder of a key — its mutex,
+// its semaphore's permits, its read-write lock's holds — and how many
+// writers wait.
+func TestInspectPrimitives(t *testing.T) {
+	semBackends(t, func(t *testing.T, newClient func() *core.Client, _ redis.UniversalClient) {
+		c := newClient()
+		defer c.Close()
+		ctx := ctxFor(t, 20*time.Second)
+		m, _ := c.TryLock(ctx, "k", core.WithMetadata("mutex"))
+		p1, _ := c.Semaphore("k", 3).TryAcquire(ctx, core.WithMetadata("job 1"), core.WithTTL(10*time.Second))
+		p2, _ := c.Semaphore("k", 3).TryAcquire(ctx, core.WithMetadata("job 2"), core.WithTTL(20*time.Second))
+		r, _ := c.RWMutex("k").TryRLock(ctx, core.WithMetadata("reader"))
+		if m == nil || p1 == nil || p2 == nil || r == nil {
+			t.Fatal("setup failed")
+		}
+		waited := make(chan error, 1)
+		go func() {
+			_, err := c.RWMutex("k").Lock(ctx, core.WithWaitTimeout(300*time.Millisecond))
+			waited <- err
+		}()
+		var info core.Info
+		for range 200 { // until the writer is recorded as waiting
+			var err error
+			if info, err = c.Inspect(ctx, "k"); err != nil {
+				t.Fatal(err)
+			}
+			if info.WritersWaiting == 1 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if !info.Held || info.Metadata != "mutex" || info.WritersWaiting != 1 {
+			t.Fatalf("Inspect: %+v", info)
+		}
+		var got []string
+		for _, h := range info.Holds {
+			got = append(got, fmt.Sprintf("%s:%s:%d", h.Kind, h.Metadata, h.Fence))
+			if h.TTL <= 0 || h.Token == "" {
+				t.Errorf("hold %+v", h)
+			}
+		}
+		want := []string{
+			fmt.Sprintf("permit:job 1:%d", p1.Fence()), fmt.Sprintf("permit:job 2:%d", p2.Fence()),
+			fmt.Sprintf("read:reader:%d", r.Fence()),
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("holds %v, want %v", got, want)
+		}
+		if err := <-waited; !errors.Is(err, core.ErrNotAcquired) {
+			t.Fatalf("writer: %v", err)
+		}
+		r.Release(ctx)
+		w, err := c.RWMutex("k").TryLock(ctx, core.WithMetadata("writer"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, _ = c.Inspect(ctx, "k")
+		if n := len(info.Holds); n != 3 || info.Holds[2].Kind != "write" || info.Holds[2].Metadata != "writer" || info.Holds[2].Fence != w.Fence() {
+			t.Fatalf("holds with a writer: %+v", info.Holds)
+		}
+		for _, l := range []*core.Lock{m, p1, p2, w} {
+			l.Release(ctx)
+		}
+		if info, _ = c.Inspect(ctx, "k"); info.Held || len(info.Holds) != 0 || info.WritersWaiting != 0 {
+			t.Fatalf("after every release: %+v", info)
+		}
+	})
 }

@@ -1,0 +1,24 @@
+-- Read a key's semaphore permits and read-write holds for operators.
+-- KEYS[1] permits  KEYS[2] permit values  KEYS[3] rw writer  KEYS[4] rw
+-- readers  KEYS[5] rw reader values  KEYS[6] rw waiting writers
+-- KEYS[7] rw fence counter
+-- Returns {waiting writers, then per hold: kind, "<fence>|<value>", ms left}.
+local now = now_ms()
+local out = {redis.call('ZCOUNT', KEYS[6], '(' .. now, '+inf')}
+local function list(z, h, kind)
+  local m = redis.call('ZRANGEBYSCORE', z, '(' .. now, '+inf', 'WITHSCORES')
+  for i = 1, #m, 2 do
+    table.insert(out, kind)
+    table.insert(out, redis.call('HGET', KEYS[h], m[i]) or ('0|' .. m[i]))
+    table.insert(out, tostring(math.floor(tonumber(m[i + 1]) - now)))
+  end
+end
+list(KEYS[1], 2, 'permit')
+local w = redis.call('GET', KEYS[3])
+if w then
+  table.insert(out, 'write')
+  table.insert(out, (redis.call('GET', KEYS[7]) or '0') .. '|' .. w)
+  table.insert(out, tostring(redis.call('PTTL', KEYS[3])))
+end
+list(KEYS[4], 5, 'read')
+return out
