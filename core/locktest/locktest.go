@@ -66,6 +66,11 @@ func Run(t *testing.T, newClient func(t *testing.T) *core.Client) {
 		{"DriftMarginValidated", testDriftMarginValidated},
 		{"LostBeforeTakeover", testLostBeforeTakeover},
 		{"CloseTellsEveryLease", testCloseTellsEveryLease},
+		{"SemaphoreLimit", testSemaphoreLimit},
+		{"SemaphorePermitExpires", testSemaphorePermitExpires},
+		{"RWMutex", testRWMutex},
+		{"CampaignObserve", testCampaignObserve},
+		{"LockAll", testLockAll},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
