@@ -211,7 +211,7 @@ func runOne(cfg Config) (Result, error) {
 		err := admins[i].Ping(pctx).Err()
 		cancel()
 		if err != nil {
-			return Result{}, fmt.Errorf("Redis not reachable at %s: %w", a, err)
+			return Result{}, fmt.Errorf("redis not reachable at %s: %w", a, err)
 		}
 	}
 	var b [6]byte
