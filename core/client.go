@@ -182,14 +182,13 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 	}
 	acquired := false
 	queued := s.fair || n.limit == rwWrite // a waiting writer is recorded too
-	if queued {
-		// Leave the queue; if a grant came meanwhile, pass it on.
-		defer func() {
-			if !acquired {
-				c.leaveQueue(ctx, n, tok)
-			}
-		}()
-	}
+	// Leave the queue; if a grant came meanwhile, pass it on.
+	defer func() {
+		if queued && !acquired {
+			c.leaveQueue(ctx, n, tok)
+		}
+	}()
+	start := time.Now()
 	w := c.nt.join(ctx, n.lease, tok)
 	defer func() { c.nt.leave(w, acquired) }()
 	timer := time.NewTimer(time.Hour)
@@ -215,6 +214,11 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 				}
 			}
 		}
+		if !queued && time.Since(start) >= starvationThreshold && c.canQueue(n) {
+			// Starving: from now on this waiter queues, and the key is
+			// handed over in arrival order until the queue drains.
+			s.fair, queued = true, true
+		}
 		st.attempts++
 		h, ttl, err := c.attempt(ctx, key, n, tok, s, true)
 		if err != nil {
@@ -229,6 +233,20 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 		}
 		holderTTL = ttl
 	}
+}
+
+// starvationThreshold is how long a waiter of the default (unfair) mode
+// competes with newcomers before it queues, as a WithFair waiter does: a
+// release then grants the key to the queue's head. As in Go's sync.Mutex,
+// barging keeps short waits fast, and nobody waits behind a stream of
+// luckier callers for long.
+const starvationThreshold = 50 * time.Millisecond
+
+// canQueue reports whether waiters of n may queue: a mutex, on a backend
+// with fair queues (not Redlock).
+func (c *Client) canQueue(n names) bool {
+	_, redlock := c.be.(*redlockBackend)
+	return n.limit == 0 && !redlock
 }
 
 // maxFallback caps the sleep of a waiter whose notification went missing:

@@ -38,7 +38,10 @@
 //     release wakes one waiter of each Client. A waiter whose notification
 //     went missing retries no later than the holder's expiry, and at most a
 //     few seconds later. Every wait ends: with ctx, WithWaitTimeout or
-//     WithRetryBudget.
+//     WithRetryBudget. No waiter starves: a waiter that has waited 50 ms
+//     joins the key's fair queue (as WithFair waiters do from the start),
+//     and the key is then handed over in arrival order until the queue
+//     drains (not on Redlock, which has no queue).
 //   - Release runs even on a cancelled context, so a cancelled request never
 //     strands a lease until its TTL.
 //   - A context from Do (or Lock.WithContext) carries the lease: nested lock
