@@ -20,6 +20,13 @@ import (
 // is told it lost (Lost) no later than anyone else can lead. Campaign on a
 // key is Lock on it, so a Lock of the same key by a non-campaigner also
 // takes the leadership (with its own metadata).
+//
+// Cleanup cannot go wrong the ways etcd's election's does: a campaign
+// that fails or gives up leaves nothing behind (no key, no queue entry); a
+// resignation runs even on a cancelled context, and one that fails leaves
+// the term to end at its TTL, since nothing renews it any more; and a
+// resignation only deletes its own term (compare-and-delete on the
+// token), never a successor's.
 func (c *Client) Campaign(ctx context.Context, key, value string, opts ...LockOption) (*Lock, error) {
 	h, err := c.Lock(ctx, key, append([]LockOption{WithMetadata(value)}, opts...)...)
 	if err != nil {

@@ -148,3 +148,52 @@ func TestObserverTakesNoWakeUp(t *testing.T) {
 		}
 	})
 }
+
+// TestCampaignCleanup covers the cleanup bugs of etcd's election (etcd
+// #21128: a campaign that fails leaves its key; #22123: a resignation whose
+// request failed is forgotten) and stale deletes (tikv/pd #10635): a
+// campaign that gives up leaves nothing behind, a resignation on an
+// already cancelled context still ends the term, and a deposed leader's
+// late resignation never removes its successor.
+func TestCampaignCleanup(t *testing.T) {
+	semBackends(t, func(t *testing.T, newClient func() *core.Client, _ redis.UniversalClient) {
+		a, b := newClient(), newClient()
+		defer a.Close()
+		defer b.Close()
+		ctx := ctxFor(t, 20*time.Second)
+		lead, err := a.Campaign(ctx, "seat", "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// b campaigns past the starvation threshold (so it queues), then
+		// gives up: nothing of it stays.
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		if _, err := b.Campaign(cctx, "seat", "b"); err == nil {
+			t.Fatal("b led while a did")
+		}
+		cancel()
+		info, err := a.Inspect(ctx, "seat")
+		if err != nil || info.Token != lead.Token() || info.Waiters != 0 {
+			t.Fatalf("after b gave up: %+v, %v (want a leading, nobody queued)", info, err)
+		}
+		// a resigns on a context already cancelled: the term ends anyway.
+		dead, stop := context.WithCancel(ctx)
+		stop()
+		if err := lead.Release(dead); err != nil {
+			t.Fatalf("Release on a cancelled context: %v", err)
+		}
+		if info, _ := a.Inspect(ctx, "seat"); info.Held {
+			t.Fatalf("still led after the resignation: %+v", info)
+		}
+		// b leads; a's late second resignation does not touch b's term.
+		blead, err := b.Campaign(ctx, "seat", "b", core.WithWaitTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = lead.Release(ctx)
+		if info, _ := b.Inspect(ctx, "seat"); info.Token != blead.Token() {
+			t.Fatalf("b's term disturbed: %+v", info)
+		}
+		blead.Release(ctx)
+	})
+}
