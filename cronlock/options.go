@@ -83,6 +83,7 @@ type config struct {
 	clock      func() time.Time
 	location   *time.Location
 	observer   Observer
+	spread     bool
 	err        error // the first invalid option
 }
 
@@ -95,6 +96,7 @@ func defaultConfig() config {
 		leaseTTL: DefaultLeaseTTL,
 		clock:    time.Now,
 		location: time.Local,
+		spread:   true,
 	}
 }
 
@@ -207,6 +209,16 @@ func WithOverlap(o Overlap) Option {
 // core.Client never runs a job, whatever this says.
 func WithFailOpen(open bool) Option {
 	return optionFunc(func(c *config) { c.failOpen = open })
+}
+
+// WithSpread says whether ticks spread over the nodes (default true): a
+// node that ran the job's last tick waits a moment (a tenth of the
+// interval, at most maxSpreadDelay) before it claims the next, so another
+// node gets it — one node does not run everything. It costs one read of
+// the LastRun record per tick and node. With false, whichever node claims
+// first runs the tick.
+func WithSpread(spread bool) Option {
+	return optionFunc(func(c *config) { c.spread = spread })
 }
 
 // WithLeaseTTL sets the TTL of the running lease (default DefaultLeaseTTL,

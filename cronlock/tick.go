@@ -61,6 +61,7 @@ func (j *job) tick(planned, next time.Time) {
 		window = claimTTL // a last tick
 	}
 
+	j.spreadWait(ctx, planned, interval)
 	locked := true
 	v, err := j.claim(ctx, j.claimKey(planned), claimTTL, planned, window)
 	switch {
@@ -96,6 +97,32 @@ func (j *job) tick(planned, next time.Time) {
 		}
 	}
 	res = j.execute(ctx, planned, interval, lease, kv)
+}
+
+// maxSpreadDelay caps how long the node that ran a job's last tick waits
+// before claiming the next (WithSpread).
+const maxSpreadDelay = 250 * time.Millisecond
+
+// spreadWait lets other nodes claim the tick first when this node ran the
+// job's last tick (WithSpread): it waits a tenth of the interval, at most
+// maxSpreadDelay. A record that cannot be read costs no wait.
+func (j *job) spreadWait(ctx context.Context, planned time.Time, interval time.Duration) {
+	l := j.l
+	if !l.cfg.spread || interval <= 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, opTimeout)
+	last, err := l.LastRun(rctx, j.name)
+	cancel()
+	if err != nil || last.Node != l.cfg.node || !last.Planned.Before(planned) {
+		return
+	}
+	t := time.NewTimer(min(interval/10, maxSpreadDelay))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // skipReason names a locking failure that skips a tick.
