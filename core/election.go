@@ -88,7 +88,10 @@ func (c *Client) observe(ctx context.Context, key string, out chan<- Info) {
 		switch {
 		case err != nil:
 			next = time.Second
-		case !sent || info.Held != last.Held || info.Held && (info.Token != last.Token || info.Fence != last.Fence):
+		// A change is a new holder, or none. (The same holder read twice may
+		// show another fence on Redlock, whose nodes answer Inspect one by
+		// one while the fence is written back: that is no change.)
+		case !sent || info.Held != last.Held || info.Held && info.Token != last.Token:
 			select {
 			case out <- info:
 			case <-ctx.Done():
