@@ -131,11 +131,7 @@ func (g *LimitGuard) Begin(r *http.Request) *Call {
 		return reject(OutcomeStoreError, newProblem(http.StatusServiceUnavailable, CodeUnavailable,
 			"lock service unavailable", fmt.Errorf("%w: %w", ErrUnavailable, err)))
 	}
-	rep.decided(ctx, OutcomeAcquired, 0, nil)
-	runCtx, cancel := context.WithCancelCause(lk.WithContext(ctx))
-	h := &holder{lk: lk, ctx: ctx, cancel: cancel, done: make(chan struct{}), rep: rep}
-	go h.watch()
-	return &Call{action: ActionRun, req: r.WithContext(runCtx), run: h}
+	return runHeld(ctx, r, rep, lk)
 }
 
 // Limit returns net/http middleware that runs at most cfg.Limit requests

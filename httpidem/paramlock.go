@@ -226,6 +226,13 @@ func (g *ParamLockGuard) Begin(r *http.Request, lock string, params []Param) *Ca
 		return reject(OutcomeStoreError, newProblem(http.StatusServiceUnavailable, CodeUnavailable,
 			"lock service unavailable", fmt.Errorf("%w: %w", ErrUnavailable, err)))
 	}
+	return runHeld(ctx, r, rep, lk)
+}
+
+// runHeld runs r under lk, a lock or permit just taken: its context is
+// cancelled, with a cause matching ErrLost, if lk is lost, and Finish or
+// Abort releases lk.
+func runHeld(ctx context.Context, r *http.Request, rep reporter, lk *core.Lock) *Call {
 	rep.decided(ctx, OutcomeAcquired, 0, nil)
 	runCtx, cancel := context.WithCancelCause(lk.WithContext(ctx))
 	h := &holder{lk: lk, ctx: ctx, cancel: cancel, done: make(chan struct{}), rep: rep}
