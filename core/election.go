@@ -33,10 +33,15 @@ func (c *Client) Campaign(ctx context.Context, key, value string, opts ...LockOp
 		return nil, err
 	}
 	// Observers learn of the new leader now rather than at their next
-	// poll; a failed announcement costs them only that delay.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	_ = c.be.announce(actx, h.l.n.lease, leaderPrefix+h.Token())
-	cancel()
+	// poll; a failed announcement costs them only that delay. It runs in
+	// the background, so that a slow or dead node (Redlock) never delays
+	// the new leader.
+	channel, payload := h.l.n.lease, leaderPrefix+h.Token()
+	c.wd.goCounted(func() {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = c.be.announce(actx, channel, payload)
+	})
 	return h, nil
 }
 
@@ -56,7 +61,8 @@ const observePoll = 2 * time.Second
 // seen is the order they happened. While the backend cannot be reached,
 // Observe keeps trying and sends nothing. The channel is closed when ctx
 // ends or the Client is closed; a slow receiver delays the next report,
-// which then tells the state of that moment.
+// which then tells the state of that moment. An invalid key closes the
+// channel at once.
 func (c *Client) Observe(ctx context.Context, key string) <-chan Info {
 	out := make(chan Info)
 	go c.observe(ctx, key, out)

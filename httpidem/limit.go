@@ -88,6 +88,8 @@ func NewLimitGuard(cfg LimitConfig) (*LimitGuard, error) {
 		return nil, fmt.Errorf("%w: TTL %v, WaitTimeout %v, RetryAfter %v", ErrInvalidConfig, cfg.TTL, cfg.WaitTimeout, cfg.RetryAfter)
 	case name.Check(cfg.Name, maxLockNameLen) != "":
 		return nil, fmt.Errorf("%w: Name %q: %s", ErrInvalidConfig, cfg.Name, name.Check(cfg.Name, maxLockNameLen))
+	case len(escapeSeps(cfg.Name, "|"))+1+maxLimitKeyLen > core.MaxKeyLen:
+		return nil, fmt.Errorf("%w: Name %q: too long once escaped", ErrInvalidConfig, cfg.Name)
 	}
 	opts := []core.LockOption{core.WithTTL(cfg.TTL)}
 	if cfg.WaitTimeout > 0 {
