@@ -93,18 +93,18 @@ func (g *Group) Locks() []*Lock { return slices.Clone(g.locks) }
 // (see Lock.Lost), and Release gives back the rest.
 func (g *Group) Lost() <-chan struct{} { return g.lost }
 
-// Release gives back every member, even on a cancelled ctx (bounded, as
-// Lock.Release). Its error joins the members' errors: a member already
-// lost reports ErrNotHeld or ErrLost, as Lock.Release does.
+// Release gives back every member, concurrently, even on a cancelled ctx
+// (each bounded, as Lock.Release). Its error joins the members' errors: a
+// member already lost reports ErrNotHeld or ErrLost, as Lock.Release does.
 func (g *Group) Release(ctx context.Context) error {
 	for _, stop := range g.stops {
 		stop()
 	}
-	var errs []error
-	for i := len(g.locks) - 1; i >= 0; i-- {
-		if err := g.locks[i].Release(ctx); err != nil {
-			errs = append(errs, err)
-		}
+	errs := make([]error, len(g.locks))
+	var wg sync.WaitGroup
+	for i, l := range g.locks {
+		wg.Go(func() { errs[i] = l.Release(ctx) })
 	}
+	wg.Wait()
 	return errjoin.Join(errs...)
 }
