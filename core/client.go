@@ -121,7 +121,7 @@ func (c *Client) acquire(ctx context.Context, key string, limit int, opts []Lock
 		return nil, err
 	}
 	if limit != 0 {
-		if err := c.semCheck(&s, limit); err != nil {
+		if err := c.checkPrimitive(&s, limit); err != nil {
 			return nil, err
 		}
 	}

@@ -91,8 +91,8 @@ func (s *Semaphore) check() error {
 	return nil
 }
 
-// semCheck refuses what semaphores and read-write locks do not support.
-func (c *Client) semCheck(s *settings, limit int) error {
+// checkPrimitive refuses what semaphores and read-write locks do not support.
+func (c *Client) checkPrimitive(s *settings, limit int) error {
 	what := "semaphores"
 	if limit < 0 {
 		what = "read-write locks"
