@@ -237,11 +237,11 @@ func (r *beliefRun) count(what string) {
 }
 
 // The run is its clients' Observer: it records loss times.
-func (r *beliefRun) OpStart(ctx context.Context, _ core.Op, _ string) (context.Context, func(core.OpResult)) {
+func (r *beliefRun) OpStart(ctx context.Context, _ core.Op, _ string, _ core.Kind) (context.Context, func(core.OpResult)) {
 	return ctx, func(core.OpResult) {}
 }
 
-func (r *beliefRun) LeaseLost(_ context.Context, key string, fence int64, _ time.Duration, _ error) {
+func (r *beliefRun) LeaseLost(_ context.Context, key string, _ core.Kind, fence int64, _ time.Duration, _ error) {
 	at := time.Now()
 	r.mu.Lock()
 	r.lost[key+"/"+strconv.FormatInt(fence, 10)] = at

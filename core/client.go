@@ -125,6 +125,7 @@ func (c *Client) acquire(ctx context.Context, key string, limit int, opts []Lock
 			return nil, err
 		}
 	}
+	s.kind = kindOf(limit, s.kind)
 	if wait && s.waitTimeout > 0 { // the bound covers the first attempt too
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, s.waitTimeout,
@@ -134,7 +135,7 @@ func (c *Client) acquire(ctx context.Context, key string, limit int, opts []Lock
 	var st acquireStats
 	if obs := c.cfg.observer; obs != nil {
 		var end func(OpResult)
-		ctx, end = obs.OpStart(ctx, OpAcquire, key)
+		ctx, end = obs.OpStart(ctx, OpAcquire, key, s.kind)
 		defer func() {
 			r := OpResult{Err: err, Attempts: st.attempts, Wait: st.wait, Reentered: st.reentered}
 			if h != nil {
@@ -163,9 +164,29 @@ func (c *Client) acquire(ctx context.Context, key string, limit int, opts []Lock
 		return nil, fmt.Errorf("%w: %q", ErrNotAcquired, key)
 	}
 	start := time.Now()
+	if obs := c.cfg.observer; obs != nil {
+		_, end := obs.OpStart(ctx, OpWait, key, s.kind) // its context is not used
+		defer func() { end(OpResult{Err: err, Attempts: st.attempts, Wait: st.wait}) }()
+	}
 	h, err = c.wait(ctx, key, n, tok, &s, holderTTL, &st)
 	st.wait = time.Since(start)
 	return h, err
+}
+
+// kindOf is the Kind of an acquisition of limit (see acquire); a mutex
+// is a lock unless set (a Campaign's leadership).
+func kindOf(limit int, set Kind) Kind {
+	switch {
+	case limit > 0:
+		return KindPermit
+	case limit == rwRead:
+		return KindRead
+	case limit == rwWrite:
+		return KindWrite
+	case set != "":
+		return set
+	}
+	return KindLock
 }
 
 // acquireStats describe an acquisition for the Observer.
@@ -323,7 +344,7 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 		return nil, r.holderTTL, nil
 	}
 	l := &lease{
-		c: c, key: key, n: n, token: tok, fence: r.fence, start: start,
+		c: c, key: key, n: n, token: tok, fence: r.fence, kind: s.kind, start: start,
 		ttl: s.ttl, margin: s.margin, autoRenew: s.autoRenew, holds: 1, idx: -1,
 	}
 	if c.cfg.observer != nil { // ctx is the one the Observer returned

@@ -28,7 +28,8 @@ import (
 // resignation only deletes its own term (compare-and-delete on the
 // token), never a successor's.
 func (c *Client) Campaign(ctx context.Context, key, value string, opts ...LockOption) (*Lock, error) {
-	h, err := c.Lock(ctx, key, append([]LockOption{WithMetadata(value)}, opts...)...)
+	opts = append([]LockOption{WithMetadata(value), asLeader}, opts...)
+	h, err := c.acquire(ctx, key, 0, opts, true)
 	if err != nil {
 		return nil, err
 	}
@@ -44,6 +45,9 @@ func (c *Client) Campaign(ctx context.Context, key, value string, opts ...LockOp
 	})
 	return h, nil
 }
+
+// asLeader marks an acquisition as a Campaign's (KindLeader).
+var asLeader = lockOption(func(s *settings) { s.kind = KindLeader })
 
 // observePoll bounds how long Observe goes without asking while nobody
 // leads: a leader that took the key with Lock, not Campaign, is announced

@@ -22,7 +22,7 @@ func (r *faultRun) observer() core.Observer { return lossCounter{r} }
 
 type lossCounter struct{ r *faultRun }
 
-func (o lossCounter) OpStart(ctx context.Context, op core.Op, _ string) (context.Context, func(core.OpResult)) {
+func (o lossCounter) OpStart(ctx context.Context, op core.Op, _ string, _ core.Kind) (context.Context, func(core.OpResult)) {
 	start := time.Now()
 	return ctx, func(res core.OpResult) {
 		if res.Err != nil {
@@ -31,7 +31,7 @@ func (o lossCounter) OpStart(ctx context.Context, op core.Op, _ string) (context
 	}
 }
 
-func (o lossCounter) LeaseLost(_ context.Context, key string, fence int64, _ time.Duration, cause error) {
+func (o lossCounter) LeaseLost(_ context.Context, key string, _ core.Kind, fence int64, _ time.Duration, cause error) {
 	o.r.lost.Add(1)
 	if !errors.Is(cause, core.ErrLost) {
 		o.r.t.Errorf("%s: LeaseLost(%q, %d) cause does not match ErrLost: %v", o.r.name, key, fence, cause)

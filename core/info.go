@@ -22,7 +22,7 @@ type Info struct {
 
 // A Hold is one holder of a key's semaphore or read-write lock.
 type Hold struct {
-	Kind     string        // "permit", "write" or "read"
+	Kind     Kind          // KindPermit, KindWrite or KindRead
 	Token    string        // the holder's token
 	Metadata string        // its WithMetadata
 	Fence    int64         // its fence

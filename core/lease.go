@@ -28,6 +28,7 @@ type lease struct {
 	n     names
 	token string
 	fence int64
+	kind  Kind
 	start time.Time // when the acquisition was sent
 	// obsCtx is the context the Observer returned for the acquisition,
 	// without its cancellation (nil without an Observer).
@@ -180,7 +181,7 @@ func (l *lease) lose(cause error) {
 		f(cause)
 	}
 	if obs := l.c.cfg.observer; obs != nil {
-		obs.LeaseLost(l.observerContext(), l.key, l.fence, time.Since(l.start), cause)
+		obs.LeaseLost(l.observerContext(), l.key, l.kind, l.fence, time.Since(l.start), cause)
 	}
 }
 

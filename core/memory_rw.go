@@ -127,7 +127,7 @@ func (m *memoryBackend) holds(_ context.Context, sem, rw names) ([]Hold, int, er
 	defer m.mu.Unlock()
 	now := time.Now()
 	var hs []Hold
-	add := func(kind string, ps map[string]memPermit) {
+	add := func(kind Kind, ps map[string]memPermit) {
 		start := len(hs)
 		for _, p := range ps {
 			tok, meta, _ := strings.Cut(p.value, "|")
@@ -135,12 +135,12 @@ func (m *memoryBackend) holds(_ context.Context, sem, rw names) ([]Hold, int, er
 		}
 		slices.SortFunc(hs[start:], func(a, b Hold) int { return cmp.Compare(a.TTL, b.TTL) })
 	}
-	add("permit", m.permits(sem, now))
+	add(KindPermit, m.permits(sem, now))
 	if ml, ok := m.live(rw.lease, now); ok {
 		tok, meta, _ := strings.Cut(ml.value, "|")
-		hs = append(hs, Hold{Kind: "write", Token: tok, Metadata: meta, Fence: m.fences[rw.fence], TTL: ml.expires.Sub(now)})
+		hs = append(hs, Hold{Kind: KindWrite, Token: tok, Metadata: meta, Fence: m.fences[rw.fence], TTL: ml.expires.Sub(now)})
 	}
-	add("read", m.permits(readerNames(rw), now))
+	add(KindRead, m.permits(readerNames(rw), now))
 	waiting := 0
 	if m.writersWaiting(rw, now) {
 		waiting = len(m.intents[rw.queue])

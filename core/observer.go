@@ -18,13 +18,14 @@ type Observer interface {
 	// its cancellation: the watchdog's renewals of the lease (OpRenew)
 	// start from it, and LeaseLost receives it — so per-lease state (an
 	// acquire span) travels with the lease and needs no table.
-	OpStart(ctx context.Context, op Op, key string) (context.Context, func(OpResult))
+	// kind is what the operation's lease holds (a lock, a permit, …).
+	OpStart(ctx context.Context, op Op, key string, kind Kind) (context.Context, func(OpResult))
 	// LeaseLost is called once when a held lease is lost, with the lease's
 	// context (see OpStart), the reason (an error matching ErrLost) and how
 	// long it had been held — right after the holder was told (Lost
 	// closed, Do's context cancelled), so that no observer can delay the
 	// holder's signal.
-	LeaseLost(ctx context.Context, key string, fence int64, held time.Duration, cause error)
+	LeaseLost(ctx context.Context, key string, kind Kind, fence int64, held time.Duration, cause error)
 }
 
 // Op names an observed operation.
@@ -36,6 +37,13 @@ const (
 	OpRelease               // Lock.Release, or Do's release
 	OpExtend                // Lock.Extend
 	OpRenew                 // a watchdog renewal
+	// OpWait is the waiting part of an acquisition (OpAcquire): it starts
+	// when the first attempt found the key held, and ends, inside the
+	// acquisition, when the caller got the key or gave up (Err, Attempts
+	// and Wait as OpAcquire's). The context OpStart returns for it is not
+	// used: the acquisition's own carries on. Waiters now are the waits started and not
+	// yet ended.
+	OpWait
 )
 
 func (o Op) String() string {
@@ -48,9 +56,23 @@ func (o Op) String() string {
 		return "extend"
 	case OpRenew:
 		return "renew"
+	case OpWait:
+		return "wait"
 	}
 	return "unknown"
 }
+
+// Kind names what a lease holds. Its values are also Hold.Kind's.
+type Kind string
+
+// The kinds of lease.
+const (
+	KindLock   Kind = "lock"   // a mutex: TryLock, Lock, Do, LockAll
+	KindPermit Kind = "permit" // a Semaphore's permit
+	KindRead   Kind = "read"   // an RWMutex's read hold
+	KindWrite  Kind = "write"  // an RWMutex's write hold
+	KindLeader Kind = "leader" // a Campaign's leadership
+)
 
 // OpResult is the outcome of an observed operation.
 type OpResult struct {

@@ -11,9 +11,10 @@ import (
 )
 
 type event struct {
-	op  core.Op
-	key string
-	res core.OpResult
+	op   core.Op
+	key  string
+	kind core.Kind
+	res  core.OpResult
 }
 
 // recorder is an Observer that keeps what it saw.
@@ -21,21 +22,23 @@ type recorder struct {
 	mu     sync.Mutex
 	events []event
 	lost   []error
+	kinds  []core.Kind // of the leases lost
 }
 
 type ctxMark struct{}
 
-func (r *recorder) OpStart(ctx context.Context, op core.Op, key string) (context.Context, func(core.OpResult)) {
+func (r *recorder) OpStart(ctx context.Context, op core.Op, key string, kind core.Kind) (context.Context, func(core.OpResult)) {
 	return context.WithValue(ctx, ctxMark{}, op), func(res core.OpResult) {
 		r.mu.Lock()
-		r.events = append(r.events, event{op, key, res})
+		r.events = append(r.events, event{op, key, kind, res})
 		r.mu.Unlock()
 	}
 }
 
-func (r *recorder) LeaseLost(_ context.Context, key string, fence int64, held time.Duration, cause error) {
+func (r *recorder) LeaseLost(_ context.Context, key string, kind core.Kind, fence int64, held time.Duration, cause error) {
 	r.mu.Lock()
 	r.lost = append(r.lost, cause)
+	r.kinds = append(r.kinds, kind)
 	r.mu.Unlock()
 }
 
@@ -77,6 +80,10 @@ func TestObserver(t *testing.T) {
 	}
 	b.Release(ctx)
 
+	waits := rec.find(core.OpWait)
+	if len(waits) != 1 || waits[0].Err != nil || waits[0].Wait <= 0 || waits[0].Attempts < 2 {
+		t.Errorf("waits: %+v (want the one of the Lock that waited)", waits)
+	}
 	acq := rec.find(core.OpAcquire)
 	if len(acq) != 4 {
 		t.Fatalf("%d acquisitions observed, want 4: %+v", len(acq), acq)
@@ -122,5 +129,69 @@ func TestObserver(t *testing.T) {
 	}
 	if rel := rec.find(core.OpRelease); !rel[len(rel)-1].Lost {
 		t.Errorf("release of a lost lease not marked: %+v", rel[len(rel)-1])
+	}
+}
+
+// TestObserverKinds: every operation names the kind of lease it is on,
+// and a loss names its lease's.
+func TestObserverKinds(t *testing.T) {
+	rec := &recorder{}
+	c := mustNew(core.NewMemory(core.WithObserver(rec)))
+	defer c.Close()
+	ctx := context.Background()
+
+	cases := []struct {
+		want core.Kind
+		take func() (*core.Lock, error)
+	}{
+		{core.KindLock, func() (*core.Lock, error) { return c.TryLock(ctx, "m") }},
+		{core.KindPermit, func() (*core.Lock, error) { return c.Semaphore("s", 2).TryAcquire(ctx) }},
+		{core.KindRead, func() (*core.Lock, error) { return c.RWMutex("rw").TryRLock(ctx) }},
+		{core.KindWrite, func() (*core.Lock, error) { return c.RWMutex("rw2").TryLock(ctx) }},
+		{core.KindLeader, func() (*core.Lock, error) { return c.Campaign(ctx, "e", "node-1") }},
+	}
+	for _, tc := range cases {
+		rec.mu.Lock()
+		rec.events = nil
+		rec.mu.Unlock()
+		l, err := tc.take()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.want, err)
+		}
+		if err := l.Extend(ctx, time.Second); err != nil {
+			t.Fatalf("%s: %v", tc.want, err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("%s: %v", tc.want, err)
+		}
+		rec.mu.Lock()
+		if len(rec.events) != 3 {
+			t.Errorf("%s: %d events, want acquire, extend, release", tc.want, len(rec.events))
+		}
+		for _, e := range rec.events {
+			if e.kind != tc.want {
+				t.Errorf("%s: %v reported as kind %q", tc.want, e.op, e.kind)
+			}
+		}
+		rec.mu.Unlock()
+	}
+
+	p, err := c.Semaphore("s2", 1).TryAcquire(ctx, core.WithTTL(10*time.Millisecond), core.WithAutoRenew(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Lost()
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(time.Millisecond) {
+		rec.mu.Lock()
+		n := len(rec.kinds)
+		rec.mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.kinds) != 1 || rec.kinds[0] != core.KindPermit {
+		t.Errorf("lost kinds %v, want [permit]", rec.kinds)
 	}
 }

@@ -47,6 +47,7 @@ type settings struct {
 	waitTimeout time.Duration
 	retryBudget int // -1: unlimited
 	metadata    string
+	kind        Kind // KindLeader for Campaign, else derived (kindOf)
 	token       string
 	fair        bool
 	margin      time.Duration // WithDriftMargin; -1: the default, per interval

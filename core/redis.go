@@ -390,13 +390,13 @@ func (b *redisBackend) holds(ctx context.Context, sem, rw names) ([]Hold, int, e
 		fv, _ := v[i+1].(string)
 		ms, _ := v[i+2].(string)
 		left, _ := strconv.ParseInt(ms, 10, 64)
-		hs = append(hs, parseHold(kind, fv, left))
+		hs = append(hs, parseHold(Kind(kind), fv, left))
 	}
 	return hs, int(waiting), nil
 }
 
 // parseHold makes a Hold of "<fence>|<token>[|<metadata>]" and its ms left.
-func parseHold(kind, fv string, left int64) Hold {
+func parseHold(kind Kind, fv string, left int64) Hold {
 	f, v, _ := strings.Cut(fv, "|")
 	h := Hold{Kind: kind, TTL: time.Duration(left) * time.Millisecond}
 	if left < 0 {

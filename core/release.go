@@ -16,7 +16,7 @@ const releaseTimeout = 5 * time.Second
 func (c *Client) extend(ctx context.Context, l *lease, ttl time.Duration) (err error) {
 	if obs := c.cfg.observer; obs != nil {
 		var end func(OpResult)
-		ctx, end = obs.OpStart(ctx, OpExtend, l.key)
+		ctx, end = obs.OpStart(ctx, OpExtend, l.key, l.kind)
 		defer func() { end(OpResult{Err: err, Fence: l.fence}) }()
 	}
 	l.mu.Lock()
@@ -98,7 +98,7 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 	l.mu.Unlock()
 	if obs := c.cfg.observer; obs != nil {
 		var end func(OpResult)
-		ctx, end = obs.OpStart(ctx, OpRelease, l.key)
+		ctx, end = obs.OpStart(ctx, OpRelease, l.key, l.kind)
 		defer func() {
 			end(OpResult{Err: err, Fence: l.fence, Held: time.Since(l.start), Lost: lost, Reentered: nested})
 		}()

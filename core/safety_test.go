@@ -46,11 +46,11 @@ type lossClock struct {
 
 func newLossClock() *lossClock { return &lossClock{lost: map[int64]time.Time{}} }
 
-func (o *lossClock) OpStart(ctx context.Context, _ core.Op, _ string) (context.Context, func(core.OpResult)) {
+func (o *lossClock) OpStart(ctx context.Context, _ core.Op, _ string, _ core.Kind) (context.Context, func(core.OpResult)) {
 	return ctx, func(core.OpResult) {}
 }
 
-func (o *lossClock) LeaseLost(_ context.Context, _ string, fence int64, _ time.Duration, _ error) {
+func (o *lossClock) LeaseLost(_ context.Context, _ string, _ core.Kind, fence int64, _ time.Duration, _ error) {
 	o.mu.Lock()
 	o.lost[fence] = time.Now()
 	o.mu.Unlock()

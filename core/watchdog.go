@@ -358,7 +358,7 @@ func (w *watchdog) renew(batch []*lease) {
 	if obs := w.c.cfg.observer; obs != nil {
 		ends = make([]func(OpResult), len(batch))
 		for i, l := range batch {
-			_, ends[i] = obs.OpStart(l.observerContext(), OpRenew, l.key)
+			_, ends[i] = obs.OpStart(l.observerContext(), OpRenew, l.key, l.kind)
 		}
 	}
 	attempt := max(earliest.Sub(sent)/3, time.Millisecond)

@@ -37,7 +37,7 @@ func (r *recorder) DeductStart(ctx context.Context, op string, s dbguard.Strateg
 // the recorder's context.
 type lockSpy struct{ r *recorder }
 
-func (l lockSpy) OpStart(ctx context.Context, op core.Op, key string) (context.Context, func(core.OpResult)) {
+func (l lockSpy) OpStart(ctx context.Context, op core.Op, key string, _ core.Kind) (context.Context, func(core.OpResult)) {
 	if op == core.OpAcquire {
 		l.r.mu.Lock()
 		l.r.ctxSeen = append(l.r.ctxSeen, ctx.Value(ctxMark{}) != nil)
@@ -46,7 +46,7 @@ func (l lockSpy) OpStart(ctx context.Context, op core.Op, key string) (context.C
 	return ctx, func(core.OpResult) {}
 }
 
-func (lockSpy) LeaseLost(context.Context, string, int64, time.Duration, error) {}
+func (lockSpy) LeaseLost(context.Context, string, core.Kind, int64, time.Duration, error) {}
 
 // TestObserver: the Observer hears of every deduction that passed its
 // input checks, with the op, the strategy that decided, the outcome, and

@@ -41,6 +41,7 @@ const (
 // Attribute keys.
 const (
 	keyLockName     = attribute.Key("latchkey.lock.name")
+	keyLockKind     = attribute.Key("latchkey.lock.kind") // core.Kind: lock, permit, read, write, leader
 	keyOperation    = attribute.Key("latchkey.operation.name")
 	keyOutcome      = attribute.Key("latchkey.outcome")
 	keyFence        = attribute.Key("latchkey.lock.fence")
@@ -76,22 +77,28 @@ const (
 	outcomeNotHeld   = "not_held" // the lease had expired or been taken over
 	outcomeLost      = "lost"     // the lease was lost (release of a lost lease, LeaseLost)
 	outcomeFailed    = "failed"   // any other error; error.type says which
+
+	// latchkey.leader.changes outcomes (a Campaign's leadership).
+	outcomeElected  = "elected"
+	outcomeResigned = "resigned"
 )
 
 // Metric names.
 const (
-	metricOpDuration   = "latchkey.lock.operation.duration"
-	metricWaitDuration = "latchkey.lock.wait.duration"
-	metricHeldDuration = "latchkey.lock.held.duration"
-	metricHeldCount    = "latchkey.lock.held.count"
-	metricLosses       = "latchkey.lock.losses"
-	metricCronRuns     = "latchkey.cron.runs"
-	metricCronDuration = "latchkey.cron.run.duration"
-	metricIdemRequests = "latchkey.idempotency.requests"
-	metricDailyClaims  = "latchkey.daily.claims"
-	metricStockDeducts = "latchkey.stock.deductions"
-	metricStockRetries = "latchkey.stock.optimistic.retries"
-	metricActivityLock = "latchkey.activity.locks"
+	metricOpDuration    = "latchkey.lock.operation.duration"
+	metricWaitDuration  = "latchkey.lock.wait.duration"
+	metricHeldDuration  = "latchkey.lock.held.duration"
+	metricHeldCount     = "latchkey.lock.held.count"
+	metricLosses        = "latchkey.lock.losses"
+	metricWaiters       = "latchkey.lock.waiters"
+	metricLeaderChanges = "latchkey.leader.changes"
+	metricCronRuns      = "latchkey.cron.runs"
+	metricCronDuration  = "latchkey.cron.run.duration"
+	metricIdemRequests  = "latchkey.idempotency.requests"
+	metricDailyClaims   = "latchkey.daily.claims"
+	metricStockDeducts  = "latchkey.stock.deductions"
+	metricStockRetries  = "latchkey.stock.optimistic.retries"
+	metricActivityLock  = "latchkey.activity.locks"
 )
 
 // durationBuckets are the explicit histogram boundaries of every duration

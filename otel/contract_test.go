@@ -36,13 +36,13 @@ func TestContract(t *testing.T) {
 
 	t.Run("spans", func(t *testing.T) {
 		want := map[string]string{ // "<span> <outcome>" → its attribute keys
-			"latchkey.acquire acquired":  "latchkey.lock.attempts latchkey.lock.fence latchkey.lock.name latchkey.lock.wait.duration latchkey.operation.name latchkey.outcome",
-			"latchkey.acquire contended": "latchkey.lock.attempts latchkey.lock.name latchkey.lock.wait.duration latchkey.operation.name latchkey.outcome",
-			"latchkey.acquire failed":    "error.type latchkey.lock.attempts latchkey.lock.name latchkey.lock.wait.duration latchkey.operation.name latchkey.outcome",
-			"latchkey.extend extended":   "latchkey.lock.fence latchkey.lock.name latchkey.operation.name latchkey.outcome",
-			"latchkey.release released":  "latchkey.lock.fence latchkey.lock.held.duration latchkey.lock.name latchkey.operation.name latchkey.outcome",
-			"latchkey.release lost":      "error.type latchkey.lock.fence latchkey.lock.held.duration latchkey.lock.name latchkey.operation.name latchkey.outcome",
-			"latchkey.lost lost":         "error.type latchkey.lock.fence latchkey.lock.held.duration latchkey.lock.name latchkey.outcome",
+			"latchkey.acquire acquired":  "latchkey.lock.attempts latchkey.lock.fence latchkey.lock.kind latchkey.lock.name latchkey.lock.wait.duration latchkey.operation.name latchkey.outcome",
+			"latchkey.acquire contended": "latchkey.lock.attempts latchkey.lock.kind latchkey.lock.name latchkey.lock.wait.duration latchkey.operation.name latchkey.outcome",
+			"latchkey.acquire failed":    "error.type latchkey.lock.attempts latchkey.lock.kind latchkey.lock.name latchkey.lock.wait.duration latchkey.operation.name latchkey.outcome",
+			"latchkey.extend extended":   "latchkey.lock.fence latchkey.lock.kind latchkey.lock.name latchkey.operation.name latchkey.outcome",
+			"latchkey.release released":  "latchkey.lock.fence latchkey.lock.held.duration latchkey.lock.kind latchkey.lock.name latchkey.operation.name latchkey.outcome",
+			"latchkey.release lost":      "error.type latchkey.lock.fence latchkey.lock.held.duration latchkey.lock.kind latchkey.lock.name latchkey.operation.name latchkey.outcome",
+			"latchkey.lost lost":         "error.type latchkey.lock.fence latchkey.lock.held.duration latchkey.lock.kind latchkey.lock.name latchkey.outcome",
 			"latchkey.cron.run ran":      "latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.run.duration latchkey.lock.fence latchkey.outcome",
 			"latchkey.cron.run skipped":  "latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.skip_reason latchkey.outcome",
 			"latchkey.cron.run failed":   "error.type latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.run.duration latchkey.lock.fence latchkey.outcome",
@@ -92,8 +92,13 @@ func TestContract(t *testing.T) {
 	})
 
 	t.Run("metrics", func(t *testing.T) {
+		kindOf := map[string]string{"pool": "permit", "leader": "leader"} // else "lock"
 		lock := func(name string, kv ...attribute.KeyValue) attribute.Set {
-			return attribute.NewSet(append(kv, attribute.String("latchkey.lock.name", name))...)
+			kind := kindOf[name]
+			if kind == "" {
+				kind = "lock"
+			}
+			return attribute.NewSet(append(kv, attribute.String("latchkey.lock.name", name), attribute.String("latchkey.lock.kind", kind))...)
 		}
 		op := func(name, op, outcome string, kv ...attribute.KeyValue) attribute.Set {
 			return lock(name, append(kv, attribute.String("latchkey.operation.name", op), attribute.String("latchkey.outcome", outcome))...)
@@ -136,16 +141,22 @@ func TestContract(t *testing.T) {
 				op("sku", "acquire", "failed", et("error.type", "timeout")),
 				op("sku", "extend", "extended"), op("sku", "release", "released"),
 				op("doc", "acquire", "acquired"), op("doc", "release", "lost", et("error.type", "lost")),
+				op("pool", "acquire", "acquired"), op("pool", "release", "released"),
+				op("leader", "acquire", "acquired"), op("leader", "release", "released"),
 				op("cron", "acquire", "acquired"), op("cron", "release", "released")),
 			hist("latchkey.lock.wait.duration", "Time an acquisition spent waiting for a held key, until it got the lock or gave up.",
 				oc("sku", "acquired"), oc("sku", "contended"), oc("sku", "failed", et("error.type", "timeout")),
-				oc("doc", "acquired"), oc("cron", "acquired")),
+				oc("doc", "acquired"), oc("pool", "acquired"), oc("leader", "acquired"), oc("cron", "acquired")),
 			hist("latchkey.lock.held.duration", "Time a lease was held, from acquisition to release or loss.",
-				oc("sku", "released"), oc("doc", "lost"), oc("cron", "released")),
+				oc("sku", "released"), oc("doc", "lost"), oc("pool", "released"), oc("leader", "released"), oc("cron", "released")),
 			sum("latchkey.lock.held.count", "Leases held by this process now.", "{lock}", false,
-				lock("sku"), lock("doc"), lock("cron")),
+				lock("sku"), lock("doc"), lock("pool"), lock("leader"), lock("cron")),
+			sum("latchkey.lock.waiters", "Acquisitions of this process waiting for a held key now.", "{waiter}", false,
+				lock("sku")),
 			sum("latchkey.lock.losses", "Leases lost before their release: expired, taken over, or not renewable.", "{lock}", true,
 				lock("doc")),
+			sum("latchkey.leader.changes", "Leadership changes of this process (Campaign): elected, resigned, lost.", "{change}", true,
+				oc("leader", "elected"), oc("leader", "resigned")),
 			sum("latchkey.cron.runs", "Cron ticks handled by this node, by outcome.", "{run}", true,
 				job("report", "ran"), job("report", "skipped", et("latchkey.cron.skip_reason", "claimed")),
 				job("export", "failed", et("error.type", "_OTHER"))),
@@ -221,6 +232,21 @@ func generate(t *testing.T, tel *telemetry) {
 	}
 	waitFor(t, "the loss", 5*time.Second, func() bool { return len(tel.spans("latchkey.lost")) == 1 })
 	lost.Release(ctx)
+
+	permit, err := c.Semaphore("pool:1", 2).TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := permit.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := c.Campaign(ctx, "leader:1", "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	at := time.Date(2031, 5, 6, 3, 0, 1, 0, time.UTC)
 	l := mustNew(cronlock.New(c, cronlock.WithObserver(tel.inst), cronlock.WithNodeID("node-a"),

@@ -32,7 +32,9 @@
 //
 //   - latchkey.acquire: TryLock, Lock, Do's acquisition, waiting included —
 //     attempts, wait duration, fence and outcome (acquired, reentered,
-//     contended, failed).
+//     contended, failed) — and the same for the primitives (a Semaphore
+//     permit, an RWMutex hold, a Campaign, each LockAll member), told
+//     apart by latchkey.lock.kind. Every lock span carries the kind.
 //   - latchkey.release, latchkey.extend: fence, held duration, outcome.
 //   - latchkey.renew: watchdog renewals, only with WithRenewalSpans.
 //   - latchkey.lost: a lease lost before its release. It is emitted when
@@ -77,11 +79,13 @@
 // one kind are one series. error.type is present only on failures and
 // equals the span's.
 //
-//	latchkey.lock.operation.duration  histogram, s   name, operation, outcome[, error.type]
-//	latchkey.lock.wait.duration       histogram, s   name, outcome[, error.type]
-//	latchkey.lock.held.duration       histogram, s   name, outcome (released, not_held, failed, lost)
-//	latchkey.lock.held.count          updown, {lock} name
-//	latchkey.lock.losses              counter, {lock} name
+//	latchkey.lock.operation.duration  histogram, s   name, kind, operation, outcome[, error.type]
+//	latchkey.lock.wait.duration       histogram, s   name, kind, outcome[, error.type]
+//	latchkey.lock.held.duration       histogram, s   name, kind, outcome (released, not_held, failed, lost)
+//	latchkey.lock.held.count          updown, {lock} name, kind
+//	latchkey.lock.waiters             updown, {waiter} name, kind
+//	latchkey.lock.losses              counter, {lock} name, kind
+//	latchkey.leader.changes           counter, {change} name, kind, outcome (elected, resigned, lost)
 //	latchkey.cron.runs                counter, {run}  job, outcome[, skip_reason][, error.type]
 //	latchkey.cron.run.duration        histogram, s   job, outcome[, error.type]
 //	latchkey.idempotency.requests     counter, {request} [scope, ]outcome[, error.type]
@@ -92,6 +96,14 @@
 // once, by its last outcome: a first request whose lease was lost counts as lease_lost, one
 // whose 5xx answer was not stored as not_stored, and a daily claim given
 // back after a failed handler as released.
+//
+// kind (latchkey.lock.kind) is what a lease holds, core.Kind: lock,
+// permit (a Semaphore's: latchkey.lock.held.count of kind permit is the
+// permits this process holds), read, write (an RWMutex's) or leader (a
+// Campaign's). latchkey.lock.waiters counts the acquisitions waiting for
+// a held key now (core.OpWait); latchkey.leader.changes counts this
+// process's leadership terms starting (elected) and ending (resigned:
+// released; lost).
 //
 // latchkey.lock.held.count goes up with each acquisition of a new lease
 // and down with its release or its loss, whichever comes first, with the

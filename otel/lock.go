@@ -16,7 +16,12 @@ import (
 // carrying it, so the Redis command spans of go-redis's own OpenTelemetry
 // hook nest under it. The returned func ends the span and records the
 // operation's metrics.
-func (in *Instrumentation) OpStart(ctx context.Context, op core.Op, key string) (context.Context, func(core.OpResult)) {
+func (in *Instrumentation) OpStart(ctx context.Context, op core.Op, key string, kind core.Kind) (context.Context, func(core.OpResult)) {
+	if op == core.OpWait { // no span: the acquisition's has the wait
+		s := in.lockSeries(seriesWaiters, in.lockName(key), kind, "", "", "")
+		in.m.waiters.Add(ctx, 1, s.add...)
+		return ctx, func(core.OpResult) { in.m.waiters.Add(context.Background(), -1, s.add...) }
+	}
 	start := time.Now()
 	var caller, span trace.Span
 	if op == core.OpAcquire {
@@ -34,7 +39,7 @@ func (in *Instrumentation) OpStart(ctx context.Context, op core.Op, key string) 
 		// caller's span rides along for the latchkey.lease.lost event.
 		ctx = context.WithValue(ctx, leaseCallerKey{}, leaseCaller{span: caller, isTick: isTickSpan(ctx, caller)})
 	}
-	return ctx, func(r core.OpResult) { in.opEnd(spanCtx, op, key, start, span, r) }
+	return ctx, func(r core.OpResult) { in.opEnd(spanCtx, op, key, kind, start, span, r) }
 }
 
 // leaseCallerKey carries, in a lease's context, the span that was current
@@ -92,7 +97,7 @@ func opOutcome(op core.Op, r core.OpResult) (outcome, errType string) {
 }
 
 // opEnd ends an operation: metrics and the span.
-func (in *Instrumentation) opEnd(ctx context.Context, op core.Op, key string, start time.Time, span trace.Span, r core.OpResult) {
+func (in *Instrumentation) opEnd(ctx context.Context, op core.Op, key string, kind core.Kind, start time.Time, span trace.Span, r core.OpResult) {
 	d := time.Since(start)
 	name := in.lockName(key)
 	outcome, errType := opOutcome(op, r)
@@ -100,24 +105,30 @@ func (in *Instrumentation) opEnd(ctx context.Context, op core.Op, key string, st
 	// The held count is always recorded, so that its ups and downs match
 	// even if a global provider is installed while locks are held.
 	if in.m.opDuration.Enabled(ctx) {
-		in.m.opDuration.Record(ctx, d.Seconds(), in.lockSeries(seriesOp, name, op.String(), outcome, errType).rec...)
+		in.m.opDuration.Record(ctx, d.Seconds(), in.lockSeries(seriesOp, name, kind, op.String(), outcome, errType).rec...)
 	}
 	switch {
 	case op == core.OpAcquire && !r.Reentered:
 		if in.m.waitDuration.Enabled(ctx) {
-			in.m.waitDuration.Record(ctx, r.Wait.Seconds(), in.lockSeries(seriesWait, name, "", outcome, errType).rec...)
+			in.m.waitDuration.Record(ctx, r.Wait.Seconds(), in.lockSeries(seriesWait, name, kind, "", outcome, errType).rec...)
 		}
 		if r.Err == nil {
-			in.m.heldCount.Add(ctx, 1, in.lockSeries(seriesHeldCount, name, "", "", "").add...)
+			in.m.heldCount.Add(ctx, 1, in.lockSeries(seriesHeldCount, name, kind, "", "", "").add...)
+			if kind == core.KindLeader {
+				in.m.leaderChanges.Add(ctx, 1, in.lockSeries(seriesLeader, name, kind, "", outcomeElected, "").add...)
+			}
 		}
 	case op == core.OpRelease && !r.Reentered:
 		// A lost lease was (or is about to be) counted out by LeaseLost:
 		// core calls it once for every lease a release reports Lost,
 		// possibly after the release.
 		if !r.Lost {
-			in.m.heldCount.Add(ctx, -1, in.lockSeries(seriesHeldCount, name, "", "", "").add...)
+			in.m.heldCount.Add(ctx, -1, in.lockSeries(seriesHeldCount, name, kind, "", "", "").add...)
 			if in.m.heldDuration.Enabled(ctx) {
-				in.m.heldDuration.Record(ctx, r.Held.Seconds(), in.lockSeries(seriesHeld, name, "", outcome, "").rec...)
+				in.m.heldDuration.Record(ctx, r.Held.Seconds(), in.lockSeries(seriesHeld, name, kind, "", outcome, "").rec...)
+			}
+			if kind == core.KindLeader {
+				in.m.leaderChanges.Add(ctx, 1, in.lockSeries(seriesLeader, name, kind, "", outcomeResigned, "").add...)
 			}
 		}
 	}
@@ -127,7 +138,7 @@ func (in *Instrumentation) opEnd(ctx context.Context, op core.Op, key string, st
 	if span.IsRecording() {
 		attrs := make([]attribute.KeyValue, 0, len(in.cfg.attrs)+9)
 		attrs = append(attrs, in.cfg.attrs...)
-		attrs = append(attrs, keyLockName.String(name), keyOperation.String(op.String()), keyOutcome.String(outcome))
+		attrs = append(attrs, keyLockName.String(name), keyLockKind.String(string(kind)), keyOperation.String(op.String()), keyOutcome.String(outcome))
 		switch op {
 		case core.OpAcquire:
 			attrs = append(attrs, keyAttempts.Int(r.Attempts))
@@ -165,16 +176,19 @@ func (in *Instrumentation) opEnd(ctx context.Context, op core.Op, key string, st
 // span that was current at the acquisition, if that span is still
 // recording (the caller of Client.Do). A cron run's span gets the event
 // from the run's own result instead (see TickStart).
-func (in *Instrumentation) LeaseLost(ctx context.Context, key string, fence int64, held time.Duration, cause error) {
+func (in *Instrumentation) LeaseLost(ctx context.Context, key string, kind core.Kind, fence int64, held time.Duration, cause error) {
 	name := in.lockName(key)
 	mctx := context.Background()
-	in.m.heldCount.Add(mctx, -1, in.lockSeries(seriesHeldCount, name, "", "", "").add...)
-	in.m.losses.Add(mctx, 1, in.lockSeries(seriesLosses, name, "", "", "").add...)
-	in.m.heldDuration.Record(mctx, held.Seconds(), in.lockSeries(seriesHeld, name, "", outcomeLost, "").rec...)
+	in.m.heldCount.Add(mctx, -1, in.lockSeries(seriesHeldCount, name, kind, "", "", "").add...)
+	in.m.losses.Add(mctx, 1, in.lockSeries(seriesLosses, name, kind, "", "", "").add...)
+	in.m.heldDuration.Record(mctx, held.Seconds(), in.lockSeries(seriesHeld, name, kind, "", outcomeLost, "").rec...)
+	if kind == core.KindLeader {
+		in.m.leaderChanges.Add(mctx, 1, in.lockSeries(seriesLeader, name, kind, "", outcomeLost, "").add...)
+	}
 
 	_, span := in.tracer.Start(ctx, spanLost, in.startOpts...)
 	attrs := []attribute.KeyValue{
-		keyLockName.String(name), keyFence.Int64(fence), keyHeld.Float64(held.Seconds()), keyErrorType.String(errLost),
+		keyLockName.String(name), keyLockKind.String(string(kind)), keyFence.Int64(fence), keyHeld.Float64(held.Seconds()), keyErrorType.String(errLost),
 	}
 	if span.IsRecording() {
 		full := append(append(append(make([]attribute.KeyValue, 0, len(in.cfg.attrs)+6), in.cfg.attrs...), attrs...), keyOutcome.String(outcomeLost))

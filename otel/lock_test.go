@@ -325,3 +325,64 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestPrimitiveMetrics: permits held and waiters carry their kind, the
+// waiters gauge goes up while an acquisition waits and back to zero, and
+// leadership changes count elections, resignations and losses.
+func TestPrimitiveMetrics(t *testing.T) {
+	tel := newTelemetry(t)
+	c := mustNew(core.NewMemory(core.WithObserver(tel.inst)))
+	defer c.Close()
+	ctx := context.Background()
+	kind := attribute.Key("latchkey.lock.kind")
+	permits := func() float64 { return tel.value(t, "latchkey.lock.held.count", kind.String("permit")) }
+	waiters := func() float64 { return tel.value(t, "latchkey.lock.waiters", kind.String("permit")) }
+
+	sem := c.Semaphore("pool:a", 2)
+	p1, _ := sem.TryAcquire(ctx)
+	p2, _ := sem.TryAcquire(ctx)
+	if got := permits(); got != 2 {
+		t.Errorf("permits held %v, want 2", got)
+	}
+	got := make(chan *core.Lock)
+	go func() {
+		p, err := sem.Acquire(ctx, core.WithWaitTimeout(5*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- p
+	}()
+	waitFor(t, "a waiter", 5*time.Second, func() bool { return waiters() == 1 })
+	p1.Release(ctx)
+	p3 := <-got
+	if w := waiters(); w != 0 {
+		t.Errorf("waiters %v after the wait, want 0", w)
+	}
+	p2.Release(ctx)
+	p3.Release(ctx)
+	if got := permits(); got != 0 {
+		t.Errorf("permits held %v at the end", got)
+	}
+
+	changes := func(outcome string) float64 {
+		return tel.value(t, "latchkey.leader.changes", attribute.String("latchkey.outcome", outcome))
+	}
+	l, err := c.Campaign(ctx, "jobs:leader", "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release(ctx)
+	l, err = c.Campaign(ctx, "jobs:leader", "node-a", core.WithTTL(20*time.Millisecond), core.WithAutoRenew(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-l.Lost()
+	waitFor(t, "the loss counted", 5*time.Second, func() bool { return changes("lost") == 1 })
+	l.Release(ctx)
+	if e, r := changes("elected"), changes("resigned"); e != 2 || r != 1 {
+		t.Errorf("elected %v resigned %v, want 2 and 1", e, r)
+	}
+	if got := tel.value(t, "latchkey.lock.held.count"); got != 0 {
+		t.Errorf("held count %v at the end", got)
+	}
+}

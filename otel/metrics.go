@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/latchkey/latchkey/core"
 	otelapi "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -12,18 +13,20 @@ import (
 
 // instruments are the metric instruments of an Instrumentation.
 type instruments struct {
-	opDuration   metric.Float64Histogram
-	waitDuration metric.Float64Histogram
-	heldDuration metric.Float64Histogram
-	heldCount    metric.Int64UpDownCounter
-	losses       metric.Int64Counter
-	cronRuns     metric.Int64Counter
-	cronDuration metric.Float64Histogram
-	idemRequests metric.Int64Counter
-	dailyClaims  metric.Int64Counter
-	stockDeducts metric.Int64Counter
-	stockRetries metric.Int64Counter
-	activityLock metric.Int64Counter
+	opDuration    metric.Float64Histogram
+	waitDuration  metric.Float64Histogram
+	heldDuration  metric.Float64Histogram
+	heldCount     metric.Int64UpDownCounter
+	waiters       metric.Int64UpDownCounter
+	losses        metric.Int64Counter
+	leaderChanges metric.Int64Counter
+	cronRuns      metric.Int64Counter
+	cronDuration  metric.Float64Histogram
+	idemRequests  metric.Int64Counter
+	dailyClaims   metric.Int64Counter
+	stockDeducts  metric.Int64Counter
+	stockRetries  metric.Int64Counter
+	activityLock  metric.Int64Counter
 }
 
 // newInstruments creates the instruments on m. An instrument that cannot
@@ -44,6 +47,12 @@ func newInstruments(m metric.Meter) instruments {
 	var err error
 	in.heldCount, err = m.Int64UpDownCounter(metricHeldCount, metric.WithUnit("{lock}"),
 		metric.WithDescription("Leases held by this process now."))
+	handle(err)
+	in.waiters, err = m.Int64UpDownCounter(metricWaiters, metric.WithUnit("{waiter}"),
+		metric.WithDescription("Acquisitions of this process waiting for a held key now."))
+	handle(err)
+	in.leaderChanges, err = m.Int64Counter(metricLeaderChanges, metric.WithUnit("{change}"),
+		metric.WithDescription("Leadership changes of this process (Campaign): elected, resigned, lost."))
 	handle(err)
 	in.losses, err = m.Int64Counter(metricLosses, metric.WithUnit("{lock}"),
 		metric.WithDescription("Leases lost before their release: expired, taken over, or not renewable."))
@@ -93,6 +102,7 @@ func newSeries(attrs ...attribute.KeyValue) *series {
 type seriesKey struct {
 	metric  uint8
 	name    string
+	kind    core.Kind // lock metrics: what the lease holds
 	op      string
 	outcome string
 	errType string
@@ -209,17 +219,19 @@ const (
 	seriesStockDeducts
 	seriesStockRetries
 	seriesActivityLock
+	seriesWaiters
+	seriesLeader
 )
 
 // lockAttrs builds the attributes of a lock metric series.
 func (in *Instrumentation) lockAttrs(k seriesKey) []attribute.KeyValue {
 	attrs := make([]attribute.KeyValue, 0, len(in.cfg.attrs)+4)
 	attrs = append(attrs, in.cfg.attrs...)
-	attrs = append(attrs, keyLockName.String(k.name))
+	attrs = append(attrs, keyLockName.String(k.name), keyLockKind.String(string(k.kind)))
 	switch k.metric {
 	case seriesOp:
 		attrs = append(attrs, keyOperation.String(k.op), keyOutcome.String(k.outcome))
-	case seriesWait, seriesHeld:
+	case seriesWait, seriesHeld, seriesLeader:
 		attrs = append(attrs, keyOutcome.String(k.outcome))
 	}
 	if k.errType != "" {
@@ -261,8 +273,8 @@ func (in *Instrumentation) httpSeries(metric uint8, scope, outcome, errType stri
 }
 
 // lockSeries returns the series of a lock metric; the lock name is capped.
-func (in *Instrumentation) lockSeries(metric uint8, name, op, outcome, errType string) *series {
-	return in.series.get(seriesKey{metric: metric, name: in.capName(nameLock, name), op: op, outcome: outcome, errType: errType}, in.lockAttrs)
+func (in *Instrumentation) lockSeries(metric uint8, name string, kind core.Kind, op, outcome, errType string) *series {
+	return in.series.get(seriesKey{metric: metric, name: in.capName(nameLock, name), kind: kind, op: op, outcome: outcome, errType: errType}, in.lockAttrs)
 }
 
 // cronSeries returns the series of a cron metric; the job name is capped.
