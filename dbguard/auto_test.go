@@ -147,7 +147,9 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 
 // With Redis failing every command from the start, Auto deducts
 // optimistically; a buyer who loses every optimistic race (here: the only
-// one allowed) ends with one conditional write instead of an error.
+// one allowed) ends with one conditional write instead of an error. The
+// first stock write is made to lose its race (a trigger ignores it), so
+// the fallback is exercised however the buyers are scheduled.
 func TestAutoFallbackNeverGivesUp(t *testing.T) {
 	mr := miniredis.RunT(t)
 	mr.SetError("LOADING Redis is loading the dataset in memory")
@@ -158,9 +160,20 @@ func TestAutoFallbackNeverGivesUp(t *testing.T) {
 		rdb.Close()
 	})
 	const stock, buyers = 100, 300
-	g, _ := newGuard(t, openSQLite(t), map[string]int64{hotSKU: stock},
+	db := openSQLite(t)
+	g, table := newGuard(t, db, map[string]int64{hotSKU: stock},
 		dbguard.WithLocks(locker), dbguard.WithRetryBudget(0), dbguard.WithWaitTimeout(time.Second))
 	ctx := ctxFor(t, 60*time.Second)
+	for _, q := range []string{
+		`CREATE TABLE race (n INTEGER NOT NULL)`,
+		`INSERT INTO race VALUES (1)`,
+		`CREATE TRIGGER race BEFORE UPDATE ON ` + table + ` WHEN (SELECT n FROM race) > 0
+		 BEGIN UPDATE race SET n = n - 1; SELECT RAISE(IGNORE); END`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var sold atomic.Int64
 	var wg sync.WaitGroup
 	for range buyers {
