@@ -33,11 +33,12 @@ func redisAddr(tb testing.TB) string {
 	return addr
 }
 
-// singleNodeDrivers are the drivers that run against one server.
+// singleNodeDrivers are the lock drivers that run against one server (the
+// primitives have BenchmarkPrimitives).
 func singleNodeDrivers() []string {
 	var out []string
 	for _, d := range driverNames() {
-		if registry[d].nodes == 1 {
+		if registry[d].nodes == 1 && !registry[d].primitive {
 			out = append(out, d)
 		}
 	}
@@ -126,6 +127,58 @@ func BenchmarkParallel(b *testing.B) {
 			if p := failed.Load(); p != nil {
 				b.Fatal(*p)
 			}
+			reportCmds(b, c, before)
+		})
+	}
+}
+
+// BenchmarkPrimitives runs each latchkey primitive, and raw and latchkey's
+// mutex as the references, in two shapes:
+//
+//   - <driver>/uncontended: one goroutine, acquire+release cycles on
+//     distinct keys (the serial scenario);
+//   - <driver>/contended: b.N acquisitions by 8 goroutines on one key, each
+//     holding 1 ms (the contended scenario), reporting acq/s and the most
+//     holders seen at once: 4 for the semaphore, up to 8 for read holds.
+func BenchmarkPrimitives(b *testing.B) {
+	for _, name := range primitiveDrivers(nil) {
+		b.Run(name+"/uncontended", func(b *testing.B) {
+			d, c, prefix := benchDriver(b, name)
+			ctx := context.Background()
+			before := c.Snapshot()
+			b.ResetTimer()
+			for i := range b.N {
+				h, err := d.TryAcquire(ctx, prefix+fmt.Sprint(i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := h.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			reportCmds(b, c, before)
+		})
+		b.Run(name+"/contended", func(b *testing.B) {
+			d, c, prefix := benchDriver(b, name)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cfg := Config{Driver: name, Workers: primitiveWorkers, Hold: time.Millisecond, WaitTimeout: 10 * time.Second}
+			ct := newContention(cfg, b.N)
+			before := c.Snapshot()
+			b.ResetTimer()
+			start := time.Now()
+			err := ct.run(ctx, []Driver{d}, prefix+"lock")
+			elapsed := time.Since(start)
+			b.StopTimer()
+			var r Result
+			ct.report(&r, elapsed)
+			if err != nil || r.Ops != b.N || r.Overlaps+r.Timeouts+r.Errors+r.FenceBad > 0 {
+				b.Fatalf("%d of %d acquisitions, overlaps %d, timeouts %d, errors %d, fence regressions %d: %v",
+					r.Ops, b.N, r.Overlaps, r.Timeouts, r.Errors, r.FenceBad, err)
+			}
+			b.ReportMetric(r.Rate, "acq/s")
+			b.ReportMetric(float64(r.MostInside), "holders")
 			reportCmds(b, c, before)
 		})
 	}

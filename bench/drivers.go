@@ -56,8 +56,17 @@ type driverSpec struct {
 	// matrix, for drivers whose default wait is slow.
 	fastRetry bool
 	optional  bool // left out of the matrix unless named in -drivers
-	about     string
-	open      func(a openArgs) (Driver, error)
+	// primitive marks a latchkey primitive other than the mutex (semaphore,
+	// read-write lock, LockAll, Campaign): left out of the lock matrix and
+	// of the lock drivers' targets, run by the -primitives section.
+	primitive bool
+	// capacity is how many holders the lock lets in at once: 0 or 1 for a
+	// mutex, n for a semaphore of n permits, -1 for holds that all share
+	// it (read holds). The contended scenario counts an overlap only above
+	// it, and checks fences and handoffs only when it is 1.
+	capacity int
+	about    string
+	open     func(a openArgs) (Driver, error)
 }
 
 var registry = map[string]driverSpec{}
@@ -70,6 +79,19 @@ func register(s driverSpec) {
 		s.nodes = 1
 	}
 	registry[s.name] = s
+}
+
+// holdersAtOnce is how many of workers goroutines driver lets hold its
+// lock at the same time.
+func holdersAtOnce(driver string, workers int) int {
+	switch c := registry[driver].capacity; {
+	case c < 0:
+		return max(workers, 1)
+	case c == 0:
+		return 1
+	default:
+		return c
+	}
 }
 
 // driverNames lists the registered drivers in table order.

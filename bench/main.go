@@ -2,6 +2,7 @@
 //
 // One run:     go run . -scenario contended -driver raw -workers 2 -think 500us
 // The matrix:  go run . -matrix smoke            (or: -matrix full -rounds 5)
+// Primitives:  go run . -primitives -spawn 1     (semaphore, RWMutex, LockAll, Campaign vs raw)
 // Old results: go run . -report results/*.jsonl
 //
 // See README.md for what each scenario measures.
@@ -87,6 +88,7 @@ func main() {
 		out     string
 		report  bool
 		seed    uint64
+		prims   bool
 	)
 	flag.StringVar(&cfg.Scenario, "scenario", "", "ping | serial | parallel | contended")
 	flag.StringVar(&cfg.Driver, "driver", "raw", "driver: "+strings.Join(driverNames(), ", "))
@@ -107,6 +109,7 @@ func main() {
 	flag.StringVar(&cfg.Pair, "pair", "", "serial, parallel: alternate every cycle with a cycle of this driver (e.g. raw) and report both")
 	flag.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
 	flag.StringVar(&matrix, "matrix", "", "run the matrix: smoke (quick) or full")
+	flag.BoolVar(&prims, "primitives", false, "matrix: run the primitives section (semaphore, read-write lock, LockAll, Campaign next to raw) instead of the lock matrix; -matrix smoke unless -matrix says otherwise")
 	flag.IntVar(&rounds, "rounds", 1, "matrix: rounds, each in a new shuffled order")
 	flag.StringVar(&drivers, "drivers", "", "matrix: comma-separated drivers (default: all registered single-node drivers)")
 	flag.StringVar(&out, "out", "", "matrix: append every result to this JSONL file")
@@ -114,6 +117,9 @@ func main() {
 	flag.Uint64Var(&seed, "seed", 0, "matrix: shuffle seed (0: random)")
 	flag.Parse()
 	cfg.Addrs = strings.Split(addrs, ",")
+	if prims && matrix == "" {
+		matrix = "smoke"
+	}
 
 	var err error
 	switch {
@@ -122,7 +128,7 @@ func main() {
 	case matrix != "":
 		err = runMatrix(matrixOptions{
 			kind: matrix, rounds: rounds, drivers: splitList(drivers), out: out,
-			addrs: cfg.Addrs, spawn: cfg.Spawn, exclusive: cfg.Exclusive, seed: seed,
+			addrs: cfg.Addrs, spawn: cfg.Spawn, exclusive: cfg.Exclusive, seed: seed, primitives: prims,
 		})
 	case cfg.Scenario != "":
 		var r Result

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,9 @@ type matrixOptions struct {
 	spawn     int
 	exclusive bool
 	seed      uint64
+	// primitives runs the primitives section (primitiveRuns) instead of
+	// the lock matrix.
+	primitives bool
 }
 
 // matrixSizes are the per-run operation counts and time bound of a matrix.
@@ -77,14 +81,62 @@ func matrixRuns(sz matrixSizes, drivers []string) [][]string {
 	return runs
 }
 
+// primitiveRuns lists one round of the primitives section: for every
+// driver, an unpaired serial run (its cycles/s, executed commands and CPU
+// per cycle), a serial run paired with raw (each cycle alternating with a
+// raw cycle in the same goroutine: the uncontended figures next to the
+// floor), and the contended scenario with 8 greedy goroutines, whose raw
+// run is in the same round. A lock that lets k holders in at once gets k
+// times the acquisitions, so that every contended run lasts about as long.
+func primitiveRuns(sz matrixSizes, drivers []string) [][]string {
+	n := strconv.Itoa
+	var runs [][]string
+	for _, d := range drivers {
+		runs = append(runs, []string{"-scenario", "serial", "-driver", d, "-n", n(sz.serial)})
+		if d != "raw" {
+			runs = append(runs, []string{"-scenario", "serial", "-driver", d, "-pair", "raw", "-keys", "cycle", "-n", n(sz.serial)})
+		}
+		runs = append(runs, []string{"-scenario", "contended", "-driver", d, "-workers", n(primitiveWorkers),
+			"-n", n(sz.contended * holdersAtOnce(d, primitiveWorkers))})
+	}
+	return runs
+}
+
+// primitiveWorkers is the number of goroutines of the primitives section's
+// contended runs.
+const primitiveWorkers = 8
+
+// primitiveDrivers lists the drivers of the primitives section: raw (the
+// floor) and latchkey's mutex for reference, then every primitive; or
+// those named, with raw added.
+func primitiveDrivers(named []string) []string {
+	if len(named) > 0 {
+		if !slices.Contains(named, "raw") {
+			named = append([]string{"raw"}, named...)
+		}
+		return named
+	}
+	var out []string
+	for _, d := range driverNames() {
+		if s := registry[d]; s.nodes == 1 && (s.primitive || d == "raw" || d == "latchkey") {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 func runMatrix(o matrixOptions) error {
 	sz, ok := sizes[o.kind]
 	if !ok {
 		return fmt.Errorf("unknown matrix %q (smoke or full)", o.kind)
 	}
-	if len(o.drivers) == 0 {
+	listRuns := matrixRuns
+	switch {
+	case o.primitives:
+		o.drivers, listRuns = primitiveDrivers(o.drivers), primitiveRuns
+	case len(o.drivers) == 0:
 		for _, d := range driverNames() {
-			if s := registry[d]; s.nodes == 1 && !s.optional {
+			if s := registry[d]; s.nodes == 1 && !s.optional && !s.primitive {
 				o.drivers = append(o.drivers, d)
 			}
 		}
@@ -132,7 +184,7 @@ func runMatrix(o matrixOptions) error {
 	var results []Result
 	failures := 0
 	for round := 1; round <= o.rounds; round++ {
-		runs := matrixRuns(sz, o.drivers)
+		runs := listRuns(sz, o.drivers)
 		rng.Shuffle(len(runs), func(i, j int) { runs[i], runs[j] = runs[j], runs[i] })
 		for i, args := range runs {
 			t0 := time.Now()
@@ -145,6 +197,7 @@ func runMatrix(o matrixOptions) error {
 				continue
 			}
 			fmt.Fprintln(os.Stderr)
+			r.Round = round
 			results = append(results, r)
 			if outFile != nil {
 				line, _ := json.Marshal(r)
@@ -154,7 +207,7 @@ func runMatrix(o matrixOptions) error {
 	}
 	meta := reportMeta{
 		when: started, elapsed: time.Since(started), kind: o.kind, rounds: o.rounds, seed: seed,
-		exclusive: o.exclusive, addr: o.addrs[0], failures: failures, core: core,
+		exclusive: o.exclusive, addr: o.addrs[0], failures: failures, core: core, primitives: o.primitives,
 	}
 	writeReport(os.Stdout, results, meta)
 	if failures > 0 {

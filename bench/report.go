@@ -254,14 +254,15 @@ func ratio(v, base float64) string {
 }
 
 type reportMeta struct {
-	when      time.Time
-	elapsed   time.Duration
-	kind      string
-	rounds    int
-	seed      uint64
-	exclusive bool
-	addr      string
-	failures  int
-	files     []string
-	core      string // latchkey checkout when the matrix started
+	when       time.Time
+	elapsed    time.Duration
+	kind       string
+	rounds     int
+	seed       uint64
+	exclusive  bool
+	addr       string
+	failures   int
+	files      []string
+	core       string // latchkey checkout when the matrix started
+	primitives bool   // the primitives section rather than the lock matrix
 }

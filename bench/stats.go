@@ -15,6 +15,7 @@ type Result struct {
 	Label    string `json:"label"` // table row: driver plus variant
 	Table    string `json:"table"` // table title: scenario plus settings
 	Start    string `json:"start"`
+	Round    int    `json:"round,omitempty"` // matrix round, set by the matrix
 
 	Workers int     `json:"workers,omitempty"`
 	HoldUS  float64 `json:"hold_us,omitempty"`
@@ -64,7 +65,9 @@ type Result struct {
 	WaitMax      float64 `json:"wait_max_us,omitempty"`
 	PerWorker    []int   `json:"per_worker,omitempty"`
 	Timeouts     int     `json:"timeouts,omitempty"`
-	Overlaps     int     `json:"overlaps,omitempty"`
+	Overlaps     int     `json:"overlaps,omitempty"`    // holders above Capacity
+	Capacity     int     `json:"capacity,omitempty"`    // holders let in at once (absent: 1)
+	MostInside   int     `json:"most_inside,omitempty"` // the most holders seen at once
 	FenceChecked bool    `json:"fence_checked,omitempty"`
 	FenceBad     int     `json:"fence_bad,omitempty"` // fence not above the previous holder's
 }

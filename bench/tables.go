@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ func writeReport(w io.Writer, results []Result, m reportMeta) {
 		fmt.Fprintf(w, "- %s\n", line)
 	}
 	fmt.Fprintf(w, "\nCells are the median over runs, with (min–max) when there was more than one run.\n\n")
+	writePrimitives(w, results)
 	writeGlance(w, gs)
 	writeTargets(w, gs)
 	fmt.Fprintf(w, "## Full tables\n\n")
@@ -60,8 +62,12 @@ runs from the releaser's Release call to the new holder's return from Acquire.
 func setupLines(m reportMeta) []string {
 	var l []string
 	if !m.when.IsZero() {
-		l = append(l, fmt.Sprintf("Date: %s UTC; matrix %q, %d round(s) in shuffled order, seed %d; took %s; %d failed runs",
-			m.when.UTC().Format("2006-01-02 15:04"), m.kind, m.rounds, m.seed, m.elapsed.Round(time.Second), m.failures))
+		kind := fmt.Sprintf("matrix %q", m.kind)
+		if m.primitives {
+			kind = fmt.Sprintf("primitives section, %q sizes", m.kind)
+		}
+		l = append(l, fmt.Sprintf("Date: %s UTC; %s, %d round(s) in shuffled order, seed %d; took %s; %d failed runs",
+			m.when.UTC().Format("2006-01-02 15:04"), kind, m.rounds, m.seed, m.elapsed.Round(time.Second), m.failures))
 	}
 	if len(m.files) > 0 {
 		l = append(l, "From: "+strings.Join(m.files, ", "))
@@ -209,9 +215,16 @@ func medOrNeg(g *group, f func(Result) float64) float64 {
 }
 
 func writeContended(w io.Writer, rows []*group) {
-	header(w, "driver", "runs", "acq/s", "× raw", "hold p50 µs", "handoff p50 µs", "handoff p99 µs",
+	cols := []string{"driver", "runs", "acq/s", "× raw", "hold p50 µs", "handoff p50 µs", "handoff p99 µs",
 		"same owner again %", "wait p50 µs", "wait p99 µs", "wait max µs", "acq per goroutine min–max",
-		"cmds / trips / wire per acq", "executed per acq", "timeouts · overlaps · errors", "fence regressions", "steal % · other %")
+		"cmds / trips / wire per acq", "executed per acq", "timeouts · overlaps · errors", "fence regressions", "steal % · other %"}
+	// Locks that let several holders in at once (the primitives section)
+	// get a column saying how many; the handoff and fence cells need one.
+	several := slices.ContainsFunc(rows, func(g *group) bool { return g.runs[0].Capacity > 1 })
+	if several {
+		cols = append(cols, "holders at once: allowed / most seen")
+	}
+	header(w, cols...)
 	base := baseline(rows)
 	for _, g := range rows {
 		xr := "–"
@@ -230,7 +243,7 @@ func writeContended(w io.Writer, rows []*group) {
 		if g.runs[0].FenceChecked {
 			fence = fmt.Sprint(g.sum(func(r Result) int { return r.FenceBad }))
 		}
-		row(w, g.label, fmt.Sprint(len(g.runs)), g.cell(func(r Result) float64 { return r.Rate }), xr,
+		cells := []string{g.label, fmt.Sprint(len(g.runs)), g.cell(func(r Result) float64 { return r.Rate }), xr,
 			g.cell(func(r Result) float64 { return r.HoldP50 }),
 			g.cell(handoff(func(r Result) float64 { return r.HandoffP50 })),
 			g.cell(handoff(func(r Result) float64 { return r.HandoffP99 })),
@@ -240,7 +253,15 @@ func writeContended(w io.Writer, rows []*group) {
 			opt(medOrNeg(g, func(r Result) float64 { return r.Executed })),
 			fmt.Sprintf("%d · %d · %d", g.sum(func(r Result) int { return r.Timeouts }),
 				g.sum(func(r Result) int { return r.Overlaps }), g.sum(func(r Result) int { return r.Errors })),
-			fence, steal(g))
+			fence, steal(g)}
+		if several {
+			most := 0
+			for _, r := range g.runs {
+				most = max(most, r.MostInside)
+			}
+			cells = append(cells, fmt.Sprintf("%d / %d", max(g.runs[0].Capacity, 1), most))
+		}
+		row(w, cells...)
 	}
 }
 

@@ -58,6 +58,13 @@ func labels(gs [][]*group) []string {
 	return names
 }
 
+// primitiveLabel reports whether a row is one of the latchkey primitives
+// other than the mutex: the targets are the mutex's.
+func primitiveLabel(label string) bool {
+	f := strings.Fields(label)
+	return len(f) > 0 && registry[f[0]].primitive
+}
+
 func rate(r Result) float64      { return r.Rate }
 func pairedP50(r Result) float64 { return r.P50 / r.PairP50 }
 
@@ -115,6 +122,9 @@ func writeGlance(w io.Writer, gs [][]*group) {
 			num(g.med(func(r Result) float64 { return r.Cmds })) + " cmds"
 	}
 	for _, l := range labels(gs) {
+		if primitiveLabel(l) {
+			continue // the primitives have a table of their own
+		}
 		waitP99, spread, cmds := "–", "–", "–"
 		if g := findRow(greedy, l); g != nil {
 			waitP99 = num(g.med(func(r Result) float64 { return r.WaitP99 }) / 1000)
@@ -153,7 +163,7 @@ type check struct {
 func writeTargets(w io.Writer, gs [][]*group) {
 	var checks []check
 	for _, l := range labels(gs) {
-		if strings.HasPrefix(l, "latchkey") {
+		if strings.HasPrefix(l, "latchkey") && !primitiveLabel(l) {
 			checks = append(checks, targetChecks(gs, l)...)
 		}
 	}
