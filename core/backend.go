@@ -120,6 +120,25 @@ type healer interface {
 	heal(ctx context.Context, n names, token string, ttl time.Duration, nodes []int)
 }
 
+// An allAcquirer is a backend that can take several mutex leases in one
+// atomic step (LockAll).
+type allAcquirer interface {
+	// canAcquireAll reports whether acquireAll can take ns together (not
+	// when they are on different servers: the caller then takes them one
+	// by one).
+	canAcquireAll(ns []names) bool
+	// acquireAll takes the lease of every ns[i], with values[i] and ttl,
+	// all or none.
+	acquireAll(ctx context.Context, ns []names, values []string, ttl time.Duration) (allResult, error)
+}
+
+// allResult is the outcome of acquireAll.
+type allResult struct {
+	held      int           // the index of a member held by someone else (nothing taken), or -1
+	holderTTL time.Duration // that holder's remaining TTL
+	fences    []int64       // when held is -1: every member's fence
+}
+
 // A backend stores leases. All methods are safe for concurrent use.
 type backend interface {
 	// acquire tries once. fair: serve in arrival order; enqueue: join the

@@ -343,8 +343,19 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 	if !r.acquired {
 		return nil, r.holderTTL, nil
 	}
+	h := c.register(ctx, key, n, tok, r.fence, s, start)
+	if h == nil {
+		return nil, 0, ErrClosed
+	}
+	return h, 0, nil
+}
+
+// register makes the handle of a lease just acquired (sent at start) and
+// hands the lease to the watchdog; if the Client was closed meanwhile, it
+// gives the lease back and returns nil. The caller holds c.attempts.
+func (c *Client) register(ctx context.Context, key string, n names, tok string, fence int64, s *settings, start time.Time) *Lock {
 	l := &lease{
-		c: c, key: key, n: n, token: tok, fence: r.fence, kind: s.kind, start: start,
+		c: c, key: key, n: n, token: tok, fence: fence, kind: s.kind, start: start,
 		ttl: s.ttl, margin: s.margin, autoRenew: s.autoRenew, holds: 1, idx: -1,
 	}
 	if c.cfg.observer != nil { // ctx is the one the Observer returned
@@ -352,9 +363,9 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 	}
 	if !c.wd.add(l) { // closed meanwhile
 		c.releaseQuietly(context.WithoutCancel(ctx), l)
-		return nil, 0, ErrClosed
+		return nil
 	}
-	return &Lock{l: l}, 0, nil
+	return &Lock{l: l}
 }
 
 // forget releases, in the background and bounded, a lease an acquisition

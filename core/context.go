@@ -1,6 +1,9 @@
 package core
 
-import "context"
+import (
+	"context"
+	"slices"
+)
 
 // bindKey finds the leases a context carries (Do, Lock.WithContext).
 type bindKey struct{}
@@ -37,6 +40,18 @@ func (c *Client) reenter(ctx context.Context, key string) *Lock {
 		}
 	}
 	return nil
+}
+
+// carriesAny reports whether ctx carries a lease of this Client of any of
+// keys (which a lock call would re-enter).
+func (c *Client) carriesAny(ctx context.Context, keys []string) bool {
+	b, _ := ctx.Value(bindKey{}).(*binding)
+	for ; b != nil; b = b.next {
+		if b.l.c == c && b.l.n.limit == 0 && slices.Contains(keys, b.l.key) {
+			return true
+		}
+	}
+	return false
 }
 
 // FenceFromContext returns the fence of the innermost lease ctx carries —

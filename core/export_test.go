@@ -5,6 +5,12 @@ package core
 // ValidKey is validKey.
 var ValidKey = validKey
 
+// HashTag and ClusterSlot are hashTag and clusterSlot.
+var (
+	HashTag     = hashTag
+	ClusterSlot = clusterSlot
+)
+
 // StorageNames returns the Redis names of key under prefix: lease, fence
 // counter, fair queue and its deadlines.
 func StorageNames(prefix, key string) []string {

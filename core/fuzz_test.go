@@ -8,36 +8,13 @@ import (
 	"github.com/latchkey/latchkey/core"
 )
 
-// hashTag is the part of a Redis key that Cluster hashes: the bytes
-// between the first '{' and the first '}' after it, when that is not
-// empty; else the whole key.
-func hashTag(key string) string {
-	open := strings.IndexByte(key, '{')
-	if open < 0 {
-		return key
-	}
-	end := strings.IndexByte(key[open+1:], '}')
-	if end <= 0 {
-		return key
-	}
-	return key[open+1 : open+1+end]
-}
-
-// slot is Redis Cluster's CRC16 (XMODEM) of the hash tag, mod 16384.
-func slot(key string) uint16 {
-	var crc uint16
-	for _, b := range []byte(hashTag(key)) {
-		crc ^= uint16(b) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % 16384
-}
+// hashTag is the part of a Redis key that Cluster hashes (core.HashTag:
+// the bytes between the first '{' and the first '}' after it, when that is
+// not empty, else the whole key), and slot its slot (core.ClusterSlot).
+var (
+	hashTag = core.HashTag
+	slot    = core.ClusterSlot
+)
 
 func TestSlotKnownValues(t *testing.T) {
 	// From the Redis Cluster specification: "123456789" has CRC16 0x31C3.

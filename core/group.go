@@ -2,9 +2,12 @@ package core
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/latchkey/latchkey/internal/errjoin"
 )
@@ -25,9 +28,19 @@ type Group struct {
 
 // LockAll locks every key, waiting for those held, or none: an attempt
 // that fails (ctx ended, a wait bound ran out, the backend failed) gives
-// back the keys it took before it returns. Keys are taken in sorted order
-// (duplicates once), so two callers asking for the same keys in any
-// orders never deadlock. WithWaitTimeout and WithRetryBudget bound the
+// back the keys it took before it returns.
+//
+// Keys that one server stores together — any keys on a single Redis
+// server or Sentinel group, keys of one Cluster hash slot, the memory
+// backend — are first tried in one atomic step (one script: every key is
+// taken, or none is touched). Keys share a slot when they share the part
+// before a '}': "order7}sku1" and "order7}sku2" do. Otherwise, and once
+// that step found a key held, keys are taken one by one in sorted order
+// (duplicates once), waiting for each, so two callers asking for the same
+// keys in any orders never deadlock, and a caller is not starved by
+// single-key lockers. WithFair, WithToken and a ctx that carries a lease
+// of one of the keys (which is re-entered) always take the keys one by
+// one; so does WithReplicaAck. WithWaitTimeout and WithRetryBudget bound the
 // whole call; the other options apply to every key. The errors are those
 // of Lock, for the key that failed; no keys is ErrInvalidOption, more
 // than MaxGroupKeys too.
@@ -35,10 +48,11 @@ func (c *Client) LockAll(ctx context.Context, keys []string, opts ...LockOption)
 	return c.lockAll(ctx, keys, opts, true)
 }
 
-// TryLockAll locks every key if none is held by someone else, with one
-// attempt each, in sorted order; otherwise it gives back what it took and
-// returns an error matching ErrNotAcquired (or the backend's error, as
-// TryLock).
+// TryLockAll locks every key if none is held by someone else — in one
+// atomic step where one server stores them all (see LockAll), else with
+// one attempt each, in sorted order; otherwise it gives back what it took
+// and returns an error matching ErrNotAcquired (or the backend's error,
+// as TryLock).
 func (c *Client) TryLockAll(ctx context.Context, keys []string, opts ...LockOption) (*Group, error) {
 	return c.lockAll(ctx, keys, opts, false)
 }
@@ -55,19 +69,23 @@ func (c *Client) lockAll(ctx context.Context, keys []string, opts []LockOption, 
 	sorted := slices.Clone(keys)
 	slices.Sort(sorted)
 	sorted = slices.Compact(sorted)
-	if wait { // one bound for the whole call, not one per key
-		s, err := c.prepare(ctx, sorted[0], opts)
+	s, err := c.prepare(ctx, sorted[0], opts)
+	if err != nil {
+		return nil, err
+	}
+	if wait && s.waitTimeout > 0 { // one bound for the whole call, not one per key
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, s.waitTimeout,
+			fmt.Errorf("wait timeout %v: %w", s.waitTimeout, context.DeadlineExceeded))
+		defer cancel()
+	}
+	g := &Group{lost: make(chan struct{})}
+	if done, err := c.lockAllAtOnce(ctx, g, sorted, &s, wait); done {
 		if err != nil {
 			return nil, err
 		}
-		if s.waitTimeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeoutCause(ctx, s.waitTimeout,
-				fmt.Errorf("wait timeout %v: %w", s.waitTimeout, context.DeadlineExceeded))
-			defer cancel()
-		}
+		return g, nil
 	}
-	g := &Group{lost: make(chan struct{})}
 	for _, k := range sorted {
 		var l *Lock
 		var err error
@@ -80,10 +98,109 @@ func (c *Client) lockAll(ctx context.Context, keys []string, opts []LockOption, 
 			_ = g.Release(context.WithoutCancel(ctx)) // all or nothing
 			return nil, err
 		}
-		g.locks = append(g.locks, l)
-		g.stops = append(g.stops, l.l.notifyLost(func(error) { g.once.Do(func() { close(g.lost) }) }))
+		g.add(l)
 	}
 	return g, nil
+}
+
+// add makes l a member of g.
+func (g *Group) add(l *Lock) {
+	g.locks = append(g.locks, l)
+	g.stops = append(g.stops, l.l.notifyLost(func(error) { g.once.Do(func() { close(g.lost) }) }))
+}
+
+// lockAllAtOnce takes every key of sorted in one atomic step where the
+// backend can (one script on one server or Cluster slot), filling g. It
+// reports done false when the caller should take the keys one by one
+// instead: the backend cannot take them together, an option needs the
+// one-by-one path (WithFair, WithToken, a lease ctx carries, which is
+// re-entered), or LockAll found a key held (it then waits key by key,
+// holding what it took, so that it is not starved by single-key lockers).
+// done is true with an error for a final failure: TryLockAll's contention,
+// a backend failure, Close.
+func (c *Client) lockAllAtOnce(ctx context.Context, g *Group, sorted []string, s *settings, wait bool) (done bool, err error) {
+	aa, ok := c.be.(allAcquirer)
+	if !ok || len(sorted) < 2 || s.fair || s.token != "" || c.carriesAny(ctx, sorted) {
+		return false, nil
+	}
+	ns := make([]names, len(sorted))
+	for i, k := range sorted {
+		ns[i] = c.names(k)
+	}
+	if !aa.canAcquireAll(ns) {
+		return false, nil
+	}
+	toks := make([]string, len(sorted))
+	values := make([]string, len(sorted))
+	for i := range sorted {
+		toks[i] = rand.Text()
+		values[i] = toks[i]
+		if s.metadata != "" {
+			values[i] += "|" + s.metadata
+		}
+	}
+	s.kind = KindLock
+	ctxs := make([]context.Context, len(sorted))
+	var r allResult
+	if obs := c.cfg.observer; obs != nil {
+		ends := make([]func(OpResult), len(sorted))
+		for i, k := range sorted {
+			ctxs[i], ends[i] = obs.OpStart(ctx, OpAcquire, k, KindLock)
+		}
+		defer func() {
+			for i, end := range ends {
+				res := OpResult{Err: err, Attempts: 1}
+				switch {
+				case err == nil && r.held >= 0:
+					res.Err = fmt.Errorf("%w: %q", ErrNotAcquired, sorted[r.held])
+				case err == nil:
+					res.Fence = r.fences[i]
+				}
+				end(res)
+			}
+		}()
+	} else {
+		for i := range ctxs {
+			ctxs[i] = ctx
+		}
+	}
+
+	c.attempts.RLock()
+	defer c.attempts.RUnlock()
+	select {
+	case <-c.done:
+		return true, ErrClosed
+	default:
+	}
+	start := time.Now()
+	r, err = aa.acquireAll(ctx, ns, values, s.ttl)
+	switch {
+	case err != nil:
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+			err = errjoin.Join(err, cause)
+		}
+		for i := range ns { // the script may have run: take back what it may have set
+			c.forget(context.WithoutCancel(ctx), ns[i], toks[i])
+		}
+		return true, fmt.Errorf("%w: acquire %q: %w", ErrUnavailable, sorted, err)
+	case r.held >= 0 && wait:
+		return false, nil
+	case r.held >= 0:
+		return true, fmt.Errorf("%w: %q", ErrNotAcquired, sorted[r.held])
+	}
+	for i, k := range sorted {
+		h := c.register(ctxs[i], k, ns[i], toks[i], r.fences[i], s, start)
+		if h == nil { // closed meanwhile: give back the rest too
+			for j := i + 1; j < len(ns); j++ {
+				c.forget(context.WithoutCancel(ctx), ns[j], toks[j])
+			}
+			_ = g.Release(context.WithoutCancel(ctx))
+			g.locks, g.stops = nil, nil
+			return true, ErrClosed
+		}
+		g.add(h)
+	}
+	return true, nil
 }
 
 // Locks returns the group's locks, in sorted key order.

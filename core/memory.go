@@ -334,3 +334,26 @@ func (m *memoryBackend) announce(_ context.Context, channel, payload string) err
 }
 
 func (m *memoryBackend) close() {}
+
+// acquireAll takes every mutex lease of ns, all or none, under one lock.
+func (m *memoryBackend) canAcquireAll([]names) bool { return true }
+
+func (m *memoryBackend) acquireAll(_ context.Context, ns []names, values []string, ttl time.Duration) (allResult, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	m.sweep(now)
+	for i, n := range ns {
+		if ml, ok := m.live(n.lease, now); ok {
+			return allResult{held: i, holderTTL: ml.expires.Sub(now)}, nil
+		}
+	}
+	r := allResult{held: -1, fences: make([]int64, len(ns))}
+	for i, n := range ns {
+		f := m.fences[n.fence] + 1
+		m.fences[n.fence] = f
+		m.leases[n.lease] = memLease{value: values[i], expires: now.Add(ttl)}
+		r.fences[i] = f
+	}
+	return r, nil
+}

@@ -53,6 +53,8 @@ var (
 	rwLockLua string
 	//go:embed scripts/rw_unlock.lua
 	rwUnlockLua string
+	//go:embed scripts/acquire_all.lua
+	acquireAllLua string
 
 	// Each script is the shared helpers it uses followed by its body.
 	acquireScript      = redis.NewScript(libOwns + libFence + acquireLua)
@@ -68,6 +70,7 @@ var (
 	inspectHoldsScript = redis.NewScript(libQueue + inspectHoldsLua)
 	rwLockScript       = redis.NewScript(libOwns + libFence + libQueue + libSem + rwLockLua)
 	rwUnlockScript     = redis.NewScript(libOwns + libQueue + rwUnlockLua)
+	acquireAllScript   = redis.NewScript(libFence + acquireAllLua)
 
 	// Arguments that never change, boxed once.
 	retentionArg any = fenceRetention.Milliseconds()
@@ -567,4 +570,48 @@ func (r *redisPubSub) close() {
 		_ = ps.Close()
 		<-r.done
 	}
+}
+
+// acquireAll takes every mutex lease of ns in one script, all or none,
+// when one server stores them all: a single server (or Sentinel group),
+// or one Cluster slot. With replica acknowledgement (WithReplicaAck) it
+// declines, as for names spread over slots.
+func (b *redisBackend) canAcquireAll(ns []names) bool {
+	if b.ackN > 0 {
+		return false
+	}
+	switch b.rdb.(type) {
+	case *redis.Client:
+		return true
+	case *redis.ClusterClient:
+		s := clusterSlot(ns[0].lease)
+		for _, n := range ns[1:] {
+			if clusterSlot(n.lease) != s {
+				return false
+			}
+		}
+		return true
+	}
+	return false // a client type whose routing is not known here
+}
+
+func (b *redisBackend) acquireAll(ctx context.Context, ns []names, values []string, ttl time.Duration) (allResult, error) {
+	keys := make([]string, 0, 2*len(ns))
+	args := make([]any, 0, 2+len(ns))
+	args = append(args, ttl.Milliseconds(), retentionArg)
+	for i, n := range ns {
+		keys = append(keys, n.lease, n.fence)
+		args = append(args, values[i])
+	}
+	v, err := acquireAllScript.Run(ctx, b.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return allResult{}, err
+	}
+	switch {
+	case len(v) == 3 && v[0] == 0 && v[1] >= 1 && int(v[1]) <= len(ns):
+		return allResult{held: int(v[1]) - 1, holderTTL: time.Duration(v[2]) * time.Millisecond}, nil
+	case len(v) == 1+len(ns) && v[0] == 1:
+		return allResult{held: -1, fences: v[1:]}, nil
+	}
+	return allResult{}, fmt.Errorf("core: unexpected acquire-all reply %v", v)
 }
