@@ -30,7 +30,8 @@ type names struct {
 
 	// A semaphore's names instead (limit > 0): lease "<prefix>:{<key>}:sem"
 	// holds the permits (and is the release channel), fence
-	// "<prefix>:{<key>}:sem:fence", vals "<prefix>:{<key>}:sem:v".
+	// "<prefix>:{<key>}:sem:fence", vals "<prefix>:{<key>}:sem:v", queue
+	// and dues "…:sem:q" and "…:sem:qt" (waiters in arrival order).
 	//
 	// A read-write lock's (limit rwRead or rwWrite, by the hold): lease
 	// "<prefix>:{<key>}:rw" (the writer, and the channel), readers
@@ -74,7 +75,7 @@ func (c *Client) kindNames(key string, limit int) names {
 // semNames are the storage names of the semaphore key with limit permits.
 func (c *Client) semNames(key string, limit int) names {
 	lease := c.cfg.prefix + ":{" + key + "}:sem"
-	return names{lease: lease, fence: lease + ":fence", vals: lease + ":v", limit: limit}
+	return names{lease: lease, fence: lease + ":fence", vals: lease + ":v", queue: lease + ":q", dues: lease + ":qt", limit: limit}
 }
 
 // Fair-mode timings. A fair waiter's queue entry lives fairEntryTTL and is
@@ -153,9 +154,9 @@ type backend interface {
 	release(ctx context.Context, n names, token string) (bool, error)
 	inspect(ctx context.Context, n names) (Info, error)
 	// holds lists a key's semaphore permits and read-write holds (sem and
-	// rw name them), and how many writers wait; nil for a backend without
-	// those primitives.
-	holds(ctx context.Context, sem, rw names) ([]Hold, int, error)
+	// rw name them), how many writers wait and how many permit waiters
+	// queue; nil for a backend without those primitives.
+	holds(ctx context.Context, sem, rw names) (hs []Hold, writers, permitWaiters int, err error)
 	// subscribe asks for release notifications on channel; the backend
 	// calls notifier.confirm when they flow and notifier.deliver on each.
 	subscribe(ctx context.Context, channel string) error

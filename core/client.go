@@ -263,11 +263,11 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 // luckier callers for long.
 const starvationThreshold = 50 * time.Millisecond
 
-// canQueue reports whether waiters of n may queue: a mutex, on a backend
-// with fair queues (not Redlock).
+// canQueue reports whether waiters of n may queue: a mutex or a
+// semaphore, on a backend with fair queues (not Redlock).
 func (c *Client) canQueue(n names) bool {
 	_, redlock := c.be.(*redlockBackend)
-	return n.limit == 0 && !redlock
+	return n.limit >= 0 && !redlock
 }
 
 // maxFallback caps the sleep of a waiter whose notification went missing:
@@ -433,7 +433,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("%w: inspect %q: %w", ErrUnavailable, key, err)
 	}
-	info.Holds, info.WritersWaiting, err = c.be.holds(ctx, c.semNames(key, 1), c.kindNames(key, rwWrite))
+	info.Holds, info.WritersWaiting, info.PermitWaiters, err = c.be.holds(ctx, c.semNames(key, 1), c.kindNames(key, rwWrite))
 	if err != nil {
 		return Info{}, fmt.Errorf("%w: inspect %q: %w", ErrUnavailable, key, err)
 	}

@@ -18,6 +18,10 @@ type Info struct {
 	Holds []Hold
 	// WritersWaiting is how many writers wait for the key's RWMutex.
 	WritersWaiting int
+	// PermitWaiters is how many waiters queue for a permit of the key's
+	// Semaphore: those with WithFair, and those that waited long enough
+	// to queue (see Semaphore).
+	PermitWaiters int
 }
 
 // A Hold is one holder of a key's semaphore or read-write lock.

@@ -85,13 +85,14 @@ func (m *memoryBackend) enqueue(n names, token string, now time.Time) {
 	q.due[token] = now.Add(fairEntryTTL)
 }
 
-func (m *memoryBackend) leaveQueue(n names, token string) {
+// leaveQueue removes token from n's queue; it reports whether it was there.
+func (m *memoryBackend) leaveQueue(n names, token string) bool {
 	q := m.queues[n.queue]
 	if q == nil {
-		return
+		return false
 	}
 	if _, ok := q.due[token]; !ok {
-		return
+		return false
 	}
 	delete(q.due, token)
 	for i, t := range q.order {
@@ -103,6 +104,7 @@ func (m *memoryBackend) leaveQueue(n names, token string) {
 	if len(q.order) == 0 {
 		delete(m.queues, n.queue)
 	}
+	return true
 }
 
 func owns(value, token string) bool {
@@ -125,7 +127,7 @@ func (m *memoryBackend) acquire(_ context.Context, n names, token, value string,
 	now := time.Now()
 	m.sweep(now)
 	if n.limit > 0 {
-		return m.semAcquire(n, token, value, ttl, now), nil
+		return m.semAcquire(n, token, value, ttl, fair, enqueue, now), nil
 	}
 	if n.rw() {
 		return m.rwAcquire(n, token, value, ttl, enqueue, now), nil
@@ -218,13 +220,15 @@ func (m *memoryBackend) release(_ context.Context, n names, token string) (bool,
 	now := time.Now()
 	if n.limit > 0 || n.rw() {
 		var ok bool
+		left := false
 		if n.limit > 0 {
 			ok = m.semRelease(n, token, now)
+			left = !ok && m.leaveQueue(n, token)
 		} else {
 			ok = m.rwRelease(n, token, now)
 		}
 		m.mu.Unlock()
-		if ok {
+		if ok || left {
 			m.nt.deliver(n.lease, "r:")
 		}
 		return ok, nil

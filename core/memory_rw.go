@@ -122,7 +122,7 @@ func (m *memoryBackend) rwRelease(n names, token string, now time.Time) bool {
 	return true
 }
 
-func (m *memoryBackend) holds(_ context.Context, sem, rw names) ([]Hold, int, error) {
+func (m *memoryBackend) holds(_ context.Context, sem, rw names) ([]Hold, int, int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
@@ -145,5 +145,10 @@ func (m *memoryBackend) holds(_ context.Context, sem, rw names) ([]Hold, int, er
 	if m.writersWaiting(rw, now) {
 		waiting = len(m.intents[rw.queue])
 	}
-	return hs, waiting, nil
+	m.pruneQueue(sem, now)
+	var queued int
+	if q := m.queues[sem.queue]; q != nil {
+		queued = len(q.order)
+	}
+	return hs, waiting, queued, nil
 }

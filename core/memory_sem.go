@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // memPermit is one permit of a semaphore in the memory backend.
 type memPermit struct {
@@ -25,15 +28,40 @@ func (m *memoryBackend) permits(n names, now time.Time) map[string]memPermit {
 	return ps
 }
 
-// semAcquire is acquire for a semaphore. Called with m.mu held.
-func (m *memoryBackend) semAcquire(n names, token, value string, ttl time.Duration, now time.Time) acquireResult {
+// semAcquire is acquire for a semaphore (see sem_acquire.lua): nobody
+// overtakes the waiters that queue; fair joins the queue when not served.
+// Called with m.mu held.
+func (m *memoryBackend) semAcquire(n names, token, value string, ttl time.Duration, fair, enqueue bool, now time.Time) acquireResult {
 	ps := m.permits(n, now)
+	m.pruneQueue(n, now)
 	if p, ok := ps[token]; ok { // re-entry: never shorter than it was
 		if e := now.Add(ttl); e.After(p.expires) {
 			p.expires = e
 			ps[token] = p
 		}
+		m.leaveQueue(n, token)
 		return acquireResult{acquired: true, fence: p.fence}
+	}
+	if fair && enqueue && len(ps) >= n.limit {
+		m.enqueue(n, token, now)
+	}
+	if len(ps) < n.limit {
+		free := n.limit - len(ps)
+		var served bool
+		if q := m.queues[n.queue]; q == nil {
+			served = true
+		} else if _, queued := q.due[token]; queued {
+			served = slices.Contains(q.order[:min(free, len(q.order))], token)
+		} else {
+			served = len(q.order) < free
+		}
+		if !served {
+			if fair && enqueue {
+				m.enqueue(n, token, now)
+			}
+			return acquireResult{holderTTL: -1}
+		}
+		m.leaveQueue(n, token)
 	}
 	if len(ps) >= n.limit {
 		first := time.Time{}
@@ -81,4 +109,23 @@ func (m *memoryBackend) semRelease(n names, token string, now time.Time) bool {
 		delete(m.sems, n.lease)
 	}
 	return true
+}
+
+// pruneQueue drops the waiters of n's queue whose entry deadline passed,
+// wherever they are in it. Called with m.mu held.
+func (m *memoryBackend) pruneQueue(n names, now time.Time) {
+	q := m.queues[n.queue]
+	if q == nil {
+		return
+	}
+	q.order = slices.DeleteFunc(q.order, func(t string) bool {
+		if now.After(q.due[t]) {
+			delete(q.due, t)
+			return true
+		}
+		return false
+	})
+	if len(q.order) == 0 {
+		delete(m.queues, n.queue)
+	}
 }

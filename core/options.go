@@ -165,7 +165,9 @@ func WithMetadata(meta string) SharedOption {
 // that dies drops out when its entry expires (seconds), and a grant it does
 // not claim passes on. TryLock with WithFair takes the key only when it is
 // free and nobody queues. All lockers of a key should use it: a non-fair
-// TryLock or Lock ignores the queue. Not available on Redlock.
+// TryLock or Lock ignores the queue. Not available on Redlock. On a
+// Semaphore, permits go in arrival order (see Semaphore); not available on
+// an RWMutex (ErrInvalidOption).
 func WithFair() SharedOption {
 	return sharedOption(func(s *settings) { s.fair = true })
 }

@@ -128,8 +128,12 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 	args := []any{token, value, ttl.Milliseconds(), retentionArg}
 	switch {
 	case n.limit > 0:
-		script, keys = semAcquireScript, []string{n.lease, n.fence, n.vals}
-		args = append(args, n.limit)
+		join := "0"
+		if fair && enqueue {
+			join = "1"
+		}
+		script, keys = semAcquireScript, []string{n.lease, n.fence, n.vals, n.queue, n.dues}
+		args = append(args, n.limit, entryTTLArg, join)
 	case n.limit == rwRead:
 		script, keys = rwRLockScript, []string{n.lease, n.readers, n.vals, n.queue, n.fence}
 	case n.limit == rwWrite:
@@ -312,7 +316,7 @@ func (b *redisBackend) release(ctx context.Context, n names, token string) (bool
 // releaseNonce is release with the nonce its notification carries.
 func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce string) (bool, error) {
 	if n.limit > 0 {
-		v, err := semReleaseScript.Run(ctx, b.rdb, []string{n.lease, n.vals}, token).Int64()
+		v, err := semReleaseScript.Run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues}, token).Int64()
 		return v == 1, err
 	}
 	if n.rw() {
@@ -377,25 +381,26 @@ func (b *redisBackend) inspect(ctx context.Context, n names) (Info, error) {
 	return info, nil
 }
 
-func (b *redisBackend) holds(ctx context.Context, sem, rw names) ([]Hold, int, error) {
+func (b *redisBackend) holds(ctx context.Context, sem, rw names) ([]Hold, int, int, error) {
 	v, err := inspectHoldsScript.Run(ctx, b.rdb,
-		[]string{sem.lease, sem.vals, rw.lease, rw.readers, rw.vals, rw.queue, rw.fence}).Slice()
+		[]string{sem.lease, sem.vals, rw.lease, rw.readers, rw.vals, rw.queue, rw.fence, sem.dues}).Slice()
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
-	if len(v) < 1 || (len(v)-1)%3 != 0 {
-		return nil, 0, fmt.Errorf("core: unexpected inspect reply %v", v)
+	if len(v) < 2 || (len(v)-2)%3 != 0 {
+		return nil, 0, 0, fmt.Errorf("core: unexpected inspect reply %v", v)
 	}
 	waiting, _ := v[0].(int64)
+	queued, _ := v[1].(int64)
 	var hs []Hold
-	for i := 1; i+2 < len(v); i += 3 {
+	for i := 2; i+2 < len(v); i += 3 {
 		kind, _ := v[i].(string)
 		fv, _ := v[i+1].(string)
 		ms, _ := v[i+2].(string)
 		left, _ := strconv.ParseInt(ms, 10, 64)
 		hs = append(hs, parseHold(Kind(kind), fv, left))
 	}
-	return hs, int(waiting), nil
+	return hs, int(waiting), int(queued), nil
 }
 
 // parseHold makes a Hold of "<fence>|<token>[|<metadata>]" and its ms left.

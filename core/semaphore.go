@@ -22,13 +22,22 @@ const MaxSemaphoreLimit = 1 << 16
 // (or, should one be missed, until the earliest permit's expiry) and then
 // tries again.
 //
+// Waiting cannot starve. With WithFair, a waiter queues at once and
+// permits go in arrival order; without it, a waiter competes with
+// newcomers for 50 ms (as a Lock waiter does) and then queues. While
+// waiters queue, a freed permit goes to the first of them: nobody else
+// takes one unless more permits are free than waiters queue. A queued
+// waiter that gives up leaves the queue; one that died is dropped when
+// its entry (refreshed by its every attempt) expires, within seconds.
+// Info.PermitWaiters counts the queue.
+//
 // Permits live in one sorted set per key, under the key's hash tag (one
 // Cluster slot per semaphore), separate from the key's mutex: a
 // Semaphore and a Lock of the same key do not exclude each other. The
 // backend is NewRedis (server, Sentinel, Cluster) or NewMemory; on
-// NewRedlock every call fails with ErrInvalidOption. WithFair is not
-// available (ErrInvalidOption); WithToken re-enters the permit held with
-// that token, and a permit is never re-entered through a context.
+// NewRedlock every call fails with ErrInvalidOption. WithToken re-enters
+// the permit held with that token, and a permit is never re-entered
+// through a context.
 //
 // The limit is not stored: each call counts the permits held against the
 // limit it is given. Changing it while permits are held is safe: raising
@@ -100,7 +109,7 @@ func (c *Client) checkPrimitive(s *settings, limit int) error {
 	if _, ok := c.be.(*redlockBackend); ok {
 		return fmt.Errorf("%w: %s need NewRedis or NewMemory, not NewRedlock", ErrInvalidOption, what)
 	}
-	if s.fair {
+	if s.fair && limit < 0 {
 		return fmt.Errorf("%w: WithFair is not available on %s", ErrInvalidOption, what)
 	}
 	return nil

@@ -258,7 +258,7 @@ func TestSemaphoreInvalid(t *testing.T) {
 	}{
 		{"zero limit", errOf(c.Semaphore("k", 0).TryAcquire(ctx)), core.ErrInvalidOption},
 		{"huge limit", errOf(c.Semaphore("k", core.MaxSemaphoreLimit+1).Acquire(ctx)), core.ErrInvalidOption},
-		{"fair", errOf(c.Semaphore("k", 2).TryAcquire(ctx, core.WithFair())), core.ErrInvalidOption},
+		{"fair read-write lock", errOf(c.RWMutex("k").TryRLock(ctx, core.WithFair())), core.ErrInvalidOption},
 		{"empty key", errOf(c.Semaphore("", 2).TryAcquire(ctx)), core.ErrInvalidKey},
 		{"nil func", c.Semaphore("k", 2).Do(ctx, nil), core.ErrInvalidOption},
 	} {

@@ -1,10 +1,11 @@
 -- Read a key's semaphore permits and read-write holds for operators.
 -- KEYS[1] permits  KEYS[2] permit values  KEYS[3] rw writer  KEYS[4] rw
 -- readers  KEYS[5] rw reader values  KEYS[6] rw waiting writers
--- KEYS[7] rw fence counter
--- Returns {waiting writers, then per hold: kind, "<fence>|<value>", ms left}.
+-- KEYS[7] rw fence counter  KEYS[8] semaphore queue deadlines
+-- Returns {waiting writers, queued permit waiters, then per hold: kind,
+-- "<fence>|<value>", ms left}.
 local now = now_ms()
-local out = {redis.call('ZCOUNT', KEYS[6], '(' .. now, '+inf')}
+local out = {redis.call('ZCOUNT', KEYS[6], '(' .. now, '+inf'), redis.call('ZCOUNT', KEYS[8], '(' .. now, '+inf')}
 local function list(z, h, kind)
   local m = redis.call('ZRANGEBYSCORE', z, '(' .. now, '+inf', 'WITHSCORES')
   for i = 1, #m, 2 do
