@@ -57,6 +57,43 @@
 // TTL, Redis lost the key — the job's context is cancelled with a cause
 // matching core.ErrLost; WithMaxHold cancels it with ErrMaxHold.
 //
+// # Leader mode
+//
+// WithLeader makes the nodes elect one leader (core.Client.Campaign on
+// "cron:<election>:leader"), and the leader runs every tick of every job;
+// the other nodes skip their ticks (SkipNotLeader) without asking Redis:
+//
+//	l, err := cronlock.New(client, cronlock.WithLeader("billing"))
+//	_, err = l.AddFunc(c, "@every 10s", "rollup", rollup)
+//	l.Start()                  // campaign in the background
+//	c.Start()
+//	...
+//	<-c.Stop().Done()
+//	err = l.Close(ctx)         // resign: another node leads at once
+//
+// While a node leads, a tick's decision is made in memory: no claim, no
+// running lease, no renewal per tick — the leadership is one lease,
+// renewed by the core watchdog — and only the LastRun record is written.
+// The job's Tick carries the leadership's fence, and its context is
+// cancelled with a cause matching core.ErrLost when the leadership is
+// lost; no job starts once the node has been told. A new leader reads each
+// job's LastRun record once, at the job's first tick of its term, and
+// skips the ticks its predecessor already ran.
+//
+// Leader mode is the better choice for many jobs or very frequent ticks:
+// per tick there is no Redis work to decide who runs (per-tick claims cost
+// every node a claim, and the winner a lease to take, renew and release),
+// and the jobs stay on one warm node, whose in-memory state — caches, open
+// connections, what the last run left behind — the next run can use.
+// Per-tick claims are the better choice when the load should spread over
+// the nodes (in leader mode it is all on the leader), and when ticks must
+// not be missed: when a leader dies, no tick runs anywhere until its
+// lease expires, up to one lease TTL (WithLeaseTTL) — a graceful Close
+// hands over at once. And a claim is judged by Redis on every tick, while
+// a leader that pauses (GC, swap) past its lease's TTL can run a job after
+// the next leader took over: then only the fence, checked by the storage
+// the job writes to, keeps the paused leader's writes out.
+//
 // # When things fail
 //
 // Redis unreachable: the tick is skipped on this node and the error logged

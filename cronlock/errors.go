@@ -34,6 +34,11 @@ var (
 	// because the run reached WithMaxHold.
 	ErrMaxHold = errors.New("cronlock: max hold reached")
 
+	// ErrClosed: Locker.Close ended leader mode (WithLeader). It is the
+	// cause, with core.ErrLost, of a job context cancelled by Close, and
+	// the error of a tick skipped after it (SkipClosed).
+	ErrClosed = errors.New("cronlock: locker closed")
+
 	// ErrPanic: the job panicked. The recorded error wraps it with the
 	// panic value; the stack goes to the logger.
 	ErrPanic = errors.New("cronlock: job panicked")

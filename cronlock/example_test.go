@@ -251,3 +251,72 @@ func ExampleWithObserver() {
 	// rollup 04:00 node-a skipped
 	//   because: claimed
 }
+
+// This example runs two nodes in leader mode: the node that leads runs
+// the tick and the other skips it, without asking Redis. When the leader
+// closes, it resigns, and the other node leads at once — under a higher
+// fence — and runs the next tick.
+func ExampleWithLeader() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+
+	var mu sync.Mutex
+	at := time.Date(2031, 5, 6, 7, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
+	var fences []int64
+	var lockers []*cronlock.Locker
+	var jobs []cron.Job
+	for _, node := range []string{"node-a", "node-b"} {
+		client, err := core.NewRedis(rdb) // one per process
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer client.Close()
+		l, err := cronlock.New(client, cronlock.WithNodeID(node), cronlock.WithLeader("billing"),
+			cronlock.WithObserver(tickPrinter{}), cronlock.WithClock(clock), cronlock.WithLogger(cron.DiscardLogger))
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer l.Close(context.Background()) // resigns; before the client's Close
+		job, _ := l.Job("rollup", cron.Every(time.Minute), func(ctx context.Context) error {
+			t, _ := cronlock.TickFromContext(ctx)
+			fences = append(fences, t.Fence)
+			return nil
+		})
+		lockers, jobs = append(lockers, l), append(jobs, job)
+	}
+	a, b := lockers[0], lockers[1]
+	waitLeading := func(l *cronlock.Locker) {
+		for !l.Leading() {
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	a.Start() // node-a campaigns first and leads
+	waitLeading(a)
+	b.Start()
+	jobs[0].Run() // what each node's cron does at 07:00
+	jobs[1].Run()
+
+	if err := a.Close(context.Background()); err != nil { // after <-c.Stop().Done()
+		fmt.Println(err)
+	}
+	waitLeading(b)
+	mu.Lock()
+	at = at.Add(time.Minute)
+	mu.Unlock()
+	jobs[0].Run()
+	jobs[1].Run()
+
+	fmt.Println("fence rose:", fences[1] > fences[0])
+	// Output:
+	// rollup 07:00 node-a ran
+	// rollup 07:00 node-b skipped
+	//   because: not_leader
+	// rollup 07:01 node-a skipped
+	//   because: closed
+	// rollup 07:01 node-b ran
+	// fence rose: true
+}

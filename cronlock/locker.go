@@ -15,14 +15,18 @@ import (
 
 // A Locker makes cron jobs run once per tick across the nodes that share
 // its Redis. Create one per node (per process) on that node's
-// *core.Client; it is safe for concurrent use, keeps no goroutines of its
-// own and needs no closing. Its locks and records live under the Client's
-// key prefix (core.WithKeyPrefix):
+// *core.Client; it is safe for concurrent use. With per-tick claims (the
+// default) it keeps no goroutines of its own and needs no closing; in
+// leader mode (WithLeader) Start campaigns in a goroutine and Close ends
+// it. Its locks and records live under the Client's key prefix
+// (core.WithKeyPrefix):
 //
 //	cron:<name>:<planned unix>   the claim of one tick (a record set only if
 //	                             absent; never released; expires)
 //	cron:<name>:running          the running lease (renewed while the job runs)
 //	cron:<name>:last             the LastRun record
+//	cron:<election>:leader       the leadership (WithLeader; a core lease
+//	                             whose metadata is the leader's node ID)
 //
 // On Redis these are "<prefix>:{<key>}" (plus ":fence" for the core fence
 // counter and ":rec" for records).
@@ -30,10 +34,14 @@ import (
 // Closing the core.Client cancels the contexts of the jobs still running
 // (their leases are lost) and stops further ticks from running on this
 // node. Stop the cron first: ctx := c.Stop(); client.Close(); <-ctx.Done().
+// In leader mode, close the Locker before the Client, so that it resigns
+// only once its jobs have returned: <-c.Stop().Done(); l.Close(ctx);
+// client.Close().
 type Locker struct {
 	client *core.Client
 	store  *core.Records
 	cfg    config
+	leader *leader // WithLeader; nil: per-tick claims
 }
 
 // New returns a Locker on client. New does no I/O. The error is
@@ -51,6 +59,12 @@ func New(client *core.Client, opts ...Option) (*Locker, error) {
 	}
 	if l.cfg.err != nil {
 		return nil, l.cfg.err
+	}
+	if l.cfg.election != "" {
+		if l.cfg.failOpen {
+			return nil, fmt.Errorf("%w: WithFailOpen(true) with WithLeader: a node that cannot reach Redis does not lead", ErrInvalidOption)
+		}
+		l.leader = newLeader(l.cfg.election)
 	}
 	l.store = client.Records()
 	return l, nil
@@ -127,9 +141,18 @@ func (l *Locker) AddFunc(c *cron.Cron, spec, name string, fn func(ctx context.Co
 //     running lease.
 //
 // When Redis cannot be reached the tick is skipped and logged, or run
-// without the lock with WithFailOpen(true). Job returns an error matching
-// ErrInvalidName, ErrInvalidSchedule or ErrInvalidOption (a nil fn) instead
-// of a job that could never work.
+// without the lock with WithFailOpen(true).
+//
+// In leader mode (WithLeader), steps 2 and 3 are replaced by a check in
+// memory: the tick runs if this node leads (else SkipNotLeader), the job's
+// previous run on this node has ended (WithOverlap) and the tick is later
+// than the last one run — by this term, or by the previous leader as the
+// LastRun record, read at the job's first tick of the term, says (else
+// SkipClaimed). The job's context is then cancelled when the leadership
+// is lost or the Locker closed, and carries the leadership's fence.
+//
+// Job returns an error matching ErrInvalidName, ErrInvalidSchedule or
+// ErrInvalidOption (a nil fn) instead of a job that could never work.
 func (l *Locker) Job(name string, schedule cron.Schedule, fn func(ctx context.Context) error) (cron.Job, error) {
 	if err := validName(name); err != nil {
 		return nil, err

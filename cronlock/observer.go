@@ -40,8 +40,10 @@ const (
 	// OutcomeFailed: the job function returned an error, panicked
 	// (ErrPanic) or reached the max hold (ErrMaxHold).
 	OutcomeFailed
-	// OutcomeLost: the running lease was lost while the job ran; the
-	// job's context was cancelled with a cause matching core.ErrLost.
+	// OutcomeLost: the running lease — in leader mode the leadership —
+	// was lost while the job ran, or before it could start; the job's
+	// context was cancelled with a cause matching core.ErrLost (and
+	// ErrClosed when Locker.Close ended the leadership).
 	OutcomeLost
 )
 
@@ -67,26 +69,35 @@ type SkipReason uint8
 const (
 	// SkipNone: the tick was not skipped.
 	SkipNone SkipReason = iota
-	// SkipClaimed: another run (another node) had claimed the tick.
+	// SkipClaimed: another run (another node) had claimed the tick; in
+	// leader mode (WithLeader), the tick had already run — on a previous
+	// leader, by the job's LastRun record, or on this node.
 	SkipClaimed
 	// SkipRunning: the previous run still held the running lease
 	// (OverlapSkip, or OverlapWait until the next fire time).
 	SkipRunning
-	// SkipClosed: the core.Client was closed.
+	// SkipClosed: the core.Client was closed, or (leader mode) the
+	// Locker was.
 	SkipClosed
 	// SkipError: claiming the tick or taking the running lease failed —
 	// Redis unreachable (and the Locker fails closed) or an invalid lock
-	// setting. TickResult.Err says which.
+	// setting; in leader mode, reading the job's LastRun record at a new
+	// leader's first tick of it failed. TickResult.Err says which.
 	SkipError
 	// SkipLate: the claim reached Redis after the tick's window — the
 	// next fire time, by Redis's clock — because the node, its link or
 	// Redis stalled. Redis refused it so that a late node cannot run a
 	// tick another node already ran; no node may run the tick.
 	SkipLate
+	// SkipNotLeader: in leader mode (WithLeader), this node did not lead
+	// the election when the tick came — another node leads, none does yet
+	// (a takeover under way), or Locker.Start was not called (logged as
+	// an error). Err is nil.
+	SkipNotLeader
 )
 
-// String returns "", "claimed", "running", "closed", "error", "late", or
-// "SkipReason(n)".
+// String returns "", "claimed", "running", "closed", "error", "late",
+// "not_leader", or "SkipReason(n)".
 func (r SkipReason) String() string {
 	switch r {
 	case SkipNone:
@@ -101,6 +112,8 @@ func (r SkipReason) String() string {
 		return "error"
 	case SkipLate:
 		return "late"
+	case SkipNotLeader:
+		return "not_leader"
 	}
 	return "SkipReason(" + strconv.Itoa(int(r)) + ")"
 }
@@ -116,11 +129,12 @@ type TickResult struct {
 	// OutcomeFailed, an error matching core.ErrLost for OutcomeLost, and
 	// the locking error for SkipError and SkipClosed.
 	Err error
-	// Fence is the running lease's fence; 0 when the job did not run
-	// under the lock.
+	// Fence is the running lease's fence (in leader mode, the
+	// leadership's); 0 when the job did not run under the lock.
 	Fence int64
-	// Locked is true when the job ran under the claim and running lease,
-	// false when it was skipped or ran without the lock (WithFailOpen).
+	// Locked is true when the job ran under the claim and running lease
+	// (in leader mode, the leadership), false when it was skipped or ran
+	// without the lock (WithFailOpen).
 	Locked bool
 	// Duration is how long the job function ran; 0 when it did not run.
 	Duration time.Duration

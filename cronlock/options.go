@@ -84,7 +84,8 @@ type config struct {
 	location   *time.Location
 	observer   Observer
 	spread     bool
-	err        error // the first invalid option
+	election   string // WithLeader; "": per-tick claims
+	err        error  // the first invalid option
 }
 
 func defaultConfig() config {
@@ -226,6 +227,10 @@ func WithSpread(spread bool) Option {
 // context is cancelled with a cause matching core.ErrLost. A node that
 // dies mid-run blocks the job's later ticks for at most this long. Under
 // one millisecond is invalid.
+//
+// In leader mode (WithLeader) it is the TTL of the leadership instead:
+// when a leader dies, no node runs any job for up to this long, until
+// another node takes over.
 func WithLeaseTTL(ttl time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if ttl < time.Millisecond {

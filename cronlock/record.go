@@ -30,6 +30,8 @@ type Run struct {
 	Running bool `json:"running,omitempty"`
 	// Fence is the running lease's fencing token, strictly increasing per
 	// job; 0 for a run without the lock (WithFailOpen while Redis was down).
+	// In leader mode it is the leadership's fence, rising from term to
+	// term (see Tick.Fence).
 	Fence int64 `json:"fence,omitempty"`
 }
 

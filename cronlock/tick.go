@@ -25,7 +25,10 @@ type Tick struct {
 	// Fence is the running lease's fencing token; it strictly increases
 	// from run to run of the job across all nodes. Pass it with writes the
 	// job makes so that storage can reject a run that lost its lease. 0
-	// when Locked is false.
+	// when Locked is false. In leader mode (WithLeader) it is the
+	// leadership's fence: the same for every run of one leader's term,
+	// and higher for every later term, so storage that rejects a fence
+	// lower than the last it saw turns a deposed leader away.
 	Fence int64
 	// Locked is false only for a run without claim or lease because Redis
 	// could not be reached and the Locker fails open (WithFailOpen).
@@ -51,6 +54,10 @@ func (j *job) tick(planned, next time.Time) {
 	var interval time.Duration
 	if !next.IsZero() {
 		interval = next.Sub(planned)
+	}
+	if l.leader != nil {
+		res = j.leaderTick(ctx, planned, next, interval, kv)
+		return
 	}
 	claimTTL := interval + l.minHold(interval)
 	if claimTTL < time.Second {
@@ -96,7 +103,11 @@ func (j *job) tick(planned, next time.Time) {
 			return
 		}
 	}
-	res = j.execute(ctx, planned, interval, lease, kv)
+	var h *hold
+	if lease != nil {
+		h = &hold{lock: lease, release: true}
+	}
+	res = j.execute(ctx, planned, interval, h, kv)
 }
 
 // maxSpreadDelay caps how long the node that ran a job's last tick waits
@@ -216,10 +227,34 @@ func (j *job) degrade(err error, step string, kv []any) bool {
 	return false
 }
 
-// execute calls the job function under lease (nil: without the lock),
-// records the run, logs its outcome, releases the lease and returns the
-// outcome. tickCtx is the tick's context, the parent of the job's.
-func (j *job) execute(tickCtx context.Context, planned time.Time, interval time.Duration, lease *core.Lock, kv []any) TickResult {
+// A hold is what a run holds while its job runs: the running lease
+// (per-tick claims), or the leadership (WithLeader).
+type hold struct {
+	lock      *core.Lock      // its loss ends the run (cause lock.Err())
+	stop      <-chan struct{} // closing it ends the run too; nil: never
+	stopCause error           // the cause when stop closed
+	release   bool            // release lock when the run ends
+}
+
+// ended returns why h no longer holds — an error matching core.ErrLost —
+// or nil while it holds.
+func (h *hold) ended() error {
+	if err := h.lock.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-h.stop:
+		return h.stopCause
+	default:
+		return nil
+	}
+}
+
+// execute calls the job function under h (nil: without the lock), records
+// the run, logs its outcome, releases what h says and returns the outcome.
+// The function is not called when h ended before it could be. tickCtx is
+// the tick's context, the parent of the job's.
+func (j *job) execute(tickCtx context.Context, planned time.Time, interval time.Duration, h *hold, kv []any) TickResult {
 	l := j.l
 	ctx, cancel := context.WithCancelCause(tickCtx)
 	defer cancel(nil)
@@ -231,12 +266,14 @@ func (j *job) execute(tickCtx context.Context, planned time.Time, interval time.
 	t := Tick{Name: j.name, Planned: planned, Node: l.cfg.node}
 	done := make(chan struct{})
 	var watcher sync.WaitGroup
-	if lease != nil {
-		t.Fence, t.Locked = lease.Fence(), true
+	if h != nil {
+		t.Fence, t.Locked = h.lock.Fence(), true
 		watcher.Go(func() {
 			select {
-			case <-lease.Lost():
-				cancel(lease.Err())
+			case <-h.lock.Lost():
+				cancel(h.lock.Err())
+			case <-h.stop:
+				cancel(h.stopCause)
 			case <-done:
 			}
 		})
@@ -245,15 +282,19 @@ func (j *job) execute(tickCtx context.Context, planned time.Time, interval time.
 
 	run := Run{Name: j.name, Node: l.cfg.node, Planned: planned, Start: l.cfg.clock(), Running: true, Fence: t.Fence}
 	j.record(tickCtx, run, interval)
+	var stack []byte
+	var err error
 	began := time.Now()
-	stack, err := j.call(ctx)
+	if h == nil || h.ended() == nil { // never start a job whose hold is gone
+		stack, err = j.call(ctx)
+	}
 	run.Duration = time.Since(began)
 	close(done)
 	watcher.Wait()
 
 	res := TickResult{Outcome: OutcomeRan, Fence: t.Fence, Locked: t.Locked, Duration: run.Duration}
-	if lease != nil {
-		if lost := lease.Err(); lost != nil {
+	if h != nil {
+		if lost := h.ended(); lost != nil {
 			res.Outcome = OutcomeLost
 			if !errors.Is(err, core.ErrLost) {
 				err = errjoin.Join(err, lost)
@@ -268,8 +309,8 @@ func (j *job) execute(tickCtx context.Context, planned time.Time, interval time.
 		run.Error = err.Error()
 	}
 	j.record(tickCtx, run, interval) // before the release: the next run's record comes after
-	if lease != nil {
-		if rel := lease.Release(tickCtx); rel != nil && lease.Err() == nil {
+	if h != nil && h.release {
+		if rel := h.lock.Release(tickCtx); rel != nil && h.lock.Err() == nil {
 			l.cfg.logger.Error(rel, "cannot release running lease", kv...)
 		}
 	}

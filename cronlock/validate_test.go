@@ -70,6 +70,9 @@ func TestInvalidOptions(t *testing.T) {
 		{"zero-lease-ttl", errOf(cronlock.New(client, cronlock.WithLeaseTTL(0))), cronlock.ErrInvalidOption},
 		{"bad-node-id", errOf(cronlock.New(client, cronlock.WithNodeID("a\nb"))), cronlock.ErrInvalidOption},
 		{"unknown-overlap", errOf(cronlock.New(client, cronlock.WithOverlap(cronlock.Overlap(7)))), cronlock.ErrInvalidOption},
+		{"empty-election", errOf(cronlock.New(client, cronlock.WithLeader(""))), cronlock.ErrInvalidOption},
+		{"bad-election", errOf(cronlock.New(client, cronlock.WithLeader("a\nb"))), cronlock.ErrInvalidOption},
+		{"leader-fail-open", errOf(cronlock.New(client, cronlock.WithLeader("e"), cronlock.WithFailOpen(true))), cronlock.ErrInvalidOption},
 	}
 	for _, tt := range tests {
 		if !errors.Is(tt.err, tt.target) {
