@@ -3,6 +3,7 @@ package temporallock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -333,6 +334,18 @@ func TestUnkeyedRunsUnlocked(t *testing.T) {
 // two workers — and never more; every run succeeds, each with its own
 // fence.
 func TestLimitPerKey(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fair=%v", fair), func(t *testing.T) { testLimitPerKey(t, fair) })
+	}
+}
+
+// testLimitPerKey is TestLimitPerKey with or without core.WithFair (FIFO
+// permits).
+func testLimitPerKey(t *testing.T, fair bool) {
+	var lockOpts []core.LockOption
+	if fair {
+		lockOpts = append(lockOpts, core.WithFair())
+	}
 	forEachBackend(t, false, func(t *testing.T, b backend) {
 		w := newWorks()
 		account := uniqueID(t)
@@ -340,7 +353,8 @@ func TestLimitPerKey(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make(chan error, workers*runsEach)
 		for i := range workers {
-			ic := mustNew(temporallock.NewInterceptor(b.newClient(t), temporallock.WithKey(byAccount), temporallock.WithLimit(limit)))
+			ic := mustNew(temporallock.NewInterceptor(b.newClient(t), temporallock.WithKey(byAccount), temporallock.WithLimit(limit),
+				temporallock.WithLockOptions(lockOpts...)))
 			for j := range runsEach {
 				env := activityEnv(ic, w)
 				wg.Go(func() {

@@ -1,7 +1,8 @@
 // Package temporallock guarantees that Temporal activity executions mapped
 // to the same key never run at the same time — across attempts, workflows
 // and workers — as long as their workers share a latchkey lock backend, and
-// that an execution which loses its lock is cancelled and told so.
+// that an execution which loses its lock is cancelled and told so. With
+// WithLimit(n), the guarantee is at most n at the same time per key.
 //
 // Temporal runs an activity at least once, and sometimes twice at once: a
 // retry after a heartbeat or start-to-close timeout starts while the first

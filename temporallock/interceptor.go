@@ -163,7 +163,7 @@ func (ic *Interceptor) acquire(ctx context.Context, info activity.Info, lockKey 
 		return nil, appError(ErrTypeBusy, fmt.Sprintf("activity %s not run: %s", name, held),
 			fmt.Errorf("%w: %w", ErrBusy, err))
 	case errors.Is(err, core.ErrInvalidOption), errors.Is(err, core.ErrInvalidTTL):
-		return nil, appError(ErrTypeInvalidConfig, "activity "+name+" not run: invalid lock option",
+		return nil, appError(ErrTypeInvalidConfig, "activity "+name+" not run: invalid lock option: "+err.Error(),
 			fmt.Errorf("%w: %w", ErrInvalidOption, err))
 	case errors.Is(err, core.ErrInvalidKey):
 		return nil, appError(ErrTypeInvalidKey, "activity "+name+" not run", fmt.Errorf("%w: %w", ErrInvalidKey, err))

@@ -12,7 +12,8 @@ import (
 // KeyByArg keys the activities of type activityType by a field of their
 // first argument: the key is "<activityType>:<field(arg)>". Executions of
 // that type for the same field value — the same account, the same SKU —
-// never overlap; other activity types get no key.
+// never overlap (with WithLimit(n): at most n run at once); other activity
+// types get no key.
 //
 // T is the type of the activity function's first parameter after the
 // context, as declared (a struct or a pointer to one). If an activity of

@@ -36,7 +36,8 @@ const (
 // means it runs under the lock of key; a key that is empty, longer than
 // MaxKeyLen, not UTF-8 or with control characters then fails the activity
 // with ErrTypeInvalidKey instead of running it unlocked. Executions whose
-// keys are equal never overlap, on any worker sharing the lock backend.
+// keys are equal never overlap (with WithLimit(n): at most n run at once),
+// on any worker sharing the lock backend.
 //
 // A KeyFunc runs on the worker before every attempt; it must be quick and
 // must not do I/O. It may be called concurrently. If it panics, the
@@ -118,11 +119,19 @@ func WithFailFast() Option {
 // guarantees — renewal, a fence that rises with every permit, the
 // activity's context cancelled when its permit is lost — and a full key
 // waits (WithWaitTimeout) or fails with the retryable ErrTypeBusy
-// (WithFailFast), as a held lock does. The limit must be the same on every
-// worker (see core.Semaphore on changing it). n is 1 to
+// (WithFailFast), as a held lock does. Waiting executions get permits in
+// arrival order with core.WithFair (WithLockOptions), and without it an
+// execution that has waited 50 ms queues, so none starves. n is 1 to
 // core.MaxSemaphoreLimit; 1, the default, is the lock. With n > 1, nested
 // core.Client lock calls of LockKeyFromContext's key do not re-enter the
-// permit, and core.WithFair is not available (ErrTypeInvalidConfig).
+// permit. The backend must be core.NewRedis or core.NewMemory (not
+// core.NewRedlock: every keyed activity fails with ErrTypeInvalidConfig).
+//
+// The limit should be the same on every worker; changing it between
+// values above 1 is safe (see core.Semaphore). Changing it between 1 (or
+// no WithLimit) and more is not, in a rolling deploy: the lock and the
+// semaphore are different keys, so old and new workers do not see each
+// other's executions until every worker runs the new setting.
 func WithLimit(n int) Option {
 	return optionFunc(func(c *config) {
 		if n < 1 || n > core.MaxSemaphoreLimit {
