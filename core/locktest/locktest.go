@@ -68,6 +68,7 @@ func Run(t *testing.T, newClient func(t *testing.T) *core.Client) {
 		{"CloseTellsEveryLease", testCloseTellsEveryLease},
 		{"SemaphoreLimit", testSemaphoreLimit},
 		{"SemaphorePermitExpires", testSemaphorePermitExpires},
+		{"SemaphoreFair", testSemaphoreFair},
 		{"RWMutex", testRWMutex},
 		{"CampaignObserve", testCampaignObserve},
 		{"LockAll", testLockAll},
@@ -173,6 +174,16 @@ func waitWaiters(t *testing.T, c *core.Client, key string, n int) {
 			t.Fatalf("%d fair waiters queued, want %d", info.Waiters, n)
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitFor polls cond every 2 ms until it holds, failing after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package locktest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -221,4 +222,46 @@ func testLockAll(t *testing.T, c *core.Client, key string) {
 		})
 	}
 	wg.Wait()
+}
+
+// testSemaphoreFair: with WithFair, waiters get permits in arrival order,
+// and nobody takes a free permit ahead of a queued waiter — not even a
+// caller that counts against a larger limit and so sees one free.
+func testSemaphoreFair(t *testing.T, c *core.Client, key string) {
+	skipUnlessPrimitives(t, c, key)
+	const waiters = 3
+	ctx := ctxT(t)
+	held, err := c.Semaphore(key, 1).TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wg.Go(func() {
+			p, err := c.Semaphore(key, 1).Acquire(ctx, core.WithFair(), core.WithWaitTimeout(20*time.Second))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			time.Sleep(2 * time.Millisecond)
+			mustRelease(t, p)
+		})
+		waitFor(t, fmt.Sprintf("%d permit waiters queued", i+1), func() bool {
+			info, err := c.Inspect(ctx, key)
+			return err == nil && info.PermitWaiters == i+1
+		})
+	}
+	if _, err := c.Semaphore(key, 2).TryAcquire(ctx); !errors.Is(err, core.ErrNotAcquired) {
+		t.Errorf("a caller ahead of the queue: %v, want ErrNotAcquired", err)
+	}
+	mustRelease(t, held)
+	wg.Wait()
+	if len(order) != waiters || order[0] != 0 || order[1] != 1 || order[2] != 2 {
+		t.Errorf("permits went in order %v, want [0 1 2]", order)
+	}
 }
