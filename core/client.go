@@ -211,7 +211,14 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 	}()
 	start := time.Now()
 	w := c.nt.join(ctx, n.lease, tok)
-	defer func() { c.nt.leave(w, acquired) }()
+	defer func() {
+		c.nt.leave(w, acquired)
+		if acquired && n.limit == rwRead {
+			// One release wakes one waiter per Client; readers share, so
+			// the one that got in wakes the next.
+			c.nt.wakeNext(n.lease)
+		}
+	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for retries := 0; ; retries++ {

@@ -134,6 +134,17 @@ func (n *notifier) leave(w *waiter, acquired bool) {
 	}
 }
 
+// wakeNext wakes one more waiter on channel (a reader that got in: the
+// next waiter of this Client may get in too — another reader does, a
+// writer goes back to sleep and does not pass it on).
+func (n *notifier) wakeNext(channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if cs := n.chans[channel]; cs != nil {
+		cs.wakeOne()
+	}
+}
+
 // confirm records that notifications on channel flow.
 func (n *notifier) confirm(channel string) {
 	n.mu.Lock()

@@ -228,3 +228,48 @@ func TestInspectPrimitives(t *testing.T) {
 		}
 	})
 }
+
+// TestRWMutexWaitingReadersShare: readers waiting in one Client behind a
+// writer all get in when it releases — one release wakes one waiter per
+// Client, and a reader that gets in wakes the next — rather than one per
+// release (each would then wait for the one before it to finish).
+func TestRWMutexWaitingReadersShare(t *testing.T) {
+	semBackends(t, func(t *testing.T, newClient func() *core.Client, _ redis.UniversalClient) {
+		const readers = 4
+		ctx := ctxFor(t, 30*time.Second)
+		c, writer := newClient(), newClient()
+		defer c.Close()
+		defer writer.Close()
+		w, err := writer.RWMutex("shared").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inside atomic.Int64
+		all := make(chan struct{})
+		var wg sync.WaitGroup
+		for range readers {
+			wg.Go(func() {
+				r, err := c.RWMutex("shared").RLock(ctx, core.WithWaitTimeout(20*time.Second))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer r.Release(ctx)
+				if inside.Add(1) == readers {
+					close(all)
+				}
+				// Hold on until every reader is in. A reader woken only by
+				// the previous one's release would come after the fallback
+				// poll instead (4 s or more).
+				select {
+				case <-all:
+				case <-time.After(2 * time.Second):
+					t.Errorf("only %d of %d waiting readers got in together", inside.Load(), readers)
+				}
+			})
+		}
+		time.Sleep(50 * time.Millisecond) // the readers start waiting (one that does not yet gets in at once)
+		w.Release(ctx)
+		wg.Wait()
+	})
+}
