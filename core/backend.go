@@ -36,7 +36,8 @@ type names struct {
 	// A read-write lock's (limit rwRead or rwWrite, by the hold): lease
 	// "<prefix>:{<key>}:rw" (the writer, and the channel), readers
 	// "…:rw:r" (tokens by expiry), vals "…:rw:v", queue "…:rw:q" (waiting
-	// writers by entry deadline), fence "…:rw:fence".
+	// writers by entry deadline), dues "…:rw:qa" (waiting writers by
+	// arrival), fence "…:rw:fence".
 	limit   int
 	vals    string
 	readers string
@@ -69,7 +70,7 @@ func (c *Client) kindNames(key string, limit int) names {
 		return c.semNames(key, limit)
 	}
 	w := c.cfg.prefix + ":{" + key + "}:rw"
-	return names{lease: w, readers: w + ":r", vals: w + ":v", queue: w + ":q", fence: w + ":fence", limit: limit}
+	return names{lease: w, readers: w + ":r", vals: w + ":v", queue: w + ":q", dues: w + ":qa", fence: w + ":fence", limit: limit}
 }
 
 // semNames are the storage names of the semaphore key with limit permits.

@@ -20,7 +20,7 @@ func NewMemory(opts ...Option) (*Client, error) {
 	}
 	m := &memoryBackend{leases: make(map[string]memLease), fences: make(map[string]int64),
 		queues: make(map[string]*memQueue), sems: make(map[string]map[string]memPermit),
-		intents: make(map[string]map[string]time.Time)}
+	}
 	c.setBackend(m, 0)
 	m.nt = c.nt
 	return c, nil
@@ -36,13 +36,12 @@ type memLease struct {
 type memoryBackend struct {
 	nt *notifier
 
-	mu      sync.Mutex
-	leases  map[string]memLease
-	fences  map[string]int64
-	queues  map[string]*memQueue            // fair waiters, by names.queue
-	sems    map[string]map[string]memPermit // semaphore permits (and readers) by names.lease, then token
-	intents map[string]map[string]time.Time // waiting writers by names.queue, then token: entry deadline
-	ops     int
+	mu     sync.Mutex
+	leases map[string]memLease
+	fences map[string]int64
+	queues map[string]*memQueue            // fair waiters, by names.queue
+	sems   map[string]map[string]memPermit // semaphore permits (and readers) by names.lease, then token
+	ops    int
 }
 
 // memQueue is a fair queue: tokens in arrival order and their deadlines.
@@ -220,16 +219,18 @@ func (m *memoryBackend) release(_ context.Context, n names, token string) (bool,
 	now := time.Now()
 	if n.limit > 0 || n.rw() {
 		var ok bool
-		left := false
+		payload := ""
 		if n.limit > 0 {
 			ok = m.semRelease(n, token, now)
-			left = !ok && m.leaveQueue(n, token)
+			if ok || m.leaveQueue(n, token) {
+				payload = "r:"
+			}
 		} else {
-			ok = m.rwRelease(n, token, now)
+			ok, payload = m.rwRelease(n, token, now)
 		}
 		m.mu.Unlock()
-		if ok || left {
-			m.nt.deliver(n.lease, "r:")
+		if payload != "" {
+			m.nt.deliver(n.lease, payload)
 		}
 		return ok, nil
 	}

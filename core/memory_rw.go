@@ -13,37 +13,11 @@ import (
 func readerNames(n names) names { return names{lease: n.readers} }
 
 // writersWaiting drops expired writer entries and reports whether a writer
-// waits. Called with m.mu held.
+// waits. Waiting writers queue in n.queue, in arrival order. Called with
+// m.mu held.
 func (m *memoryBackend) writersWaiting(n names, now time.Time) bool {
-	ws := m.intents[n.queue]
-	for t, due := range ws {
-		if now.After(due) {
-			delete(ws, t)
-		}
-	}
-	if len(ws) == 0 {
-		delete(m.intents, n.queue)
-		return false
-	}
-	return true
-}
-
-func (m *memoryBackend) joinWriters(n names, token string, now time.Time) {
-	ws := m.intents[n.queue]
-	if ws == nil {
-		ws = make(map[string]time.Time)
-		m.intents[n.queue] = ws
-	}
-	ws[token] = now.Add(fairEntryTTL)
-}
-
-func (m *memoryBackend) leaveWriters(n names, token string) {
-	if ws := m.intents[n.queue]; ws != nil {
-		delete(ws, token)
-		if len(ws) == 0 {
-			delete(m.intents, n.queue)
-		}
-	}
+	m.pruneQueue(n, now)
+	return m.queues[n.queue] != nil
 }
 
 // rwAcquire is acquire for a read-write lock's hold. Called with m.mu held.
@@ -83,13 +57,13 @@ func (m *memoryBackend) rwAcquire(n names, token, value string, ttl time.Duratio
 			return acquireResult{acquired: true, fence: m.fences[n.fence]}
 		}
 		if join {
-			m.joinWriters(n, token, now)
+			m.enqueue(n, token, now)
 		}
 		return acquireResult{holderTTL: ml.expires.Sub(now)}
 	}
 	if len(readers) > 0 {
 		if join {
-			m.joinWriters(n, token, now)
+			m.enqueue(n, token, now)
 		}
 		first := time.Time{}
 		for _, p := range readers {
@@ -99,7 +73,13 @@ func (m *memoryBackend) rwAcquire(n names, token, value string, ttl time.Duratio
 		}
 		return acquireResult{holderTTL: first.Sub(now)}
 	}
-	m.leaveWriters(n, token)
+	if q := m.queues[n.queue]; q != nil && q.order[0] != token { // an earlier writer first
+		if join {
+			m.enqueue(n, token, now)
+		}
+		return acquireResult{holderTTL: -1}
+	}
+	m.leaveQueue(n, token)
 	f := m.fences[n.fence] + 1
 	m.fences[n.fence] = f
 	m.leases[n.lease] = memLease{value: value, expires: now.Add(ttl)}
@@ -107,19 +87,25 @@ func (m *memoryBackend) rwAcquire(n names, token, value string, ttl time.Duratio
 }
 
 // rwRelease gives back a hold, or takes a writer that gives up out of the
-// waiting writers; it reports whether token held the hold. Called with
-// m.mu held; the caller announces a release.
-func (m *memoryBackend) rwRelease(n names, token string, now time.Time) bool {
-	m.leaveWriters(n, token)
+// waiting writers; it reports whether token held the hold, and the
+// notification to send ("" none): a grant naming the earliest waiting
+// writer, else a release. Called with m.mu held; the caller sends it.
+func (m *memoryBackend) rwRelease(n names, token string, now time.Time) (bool, string) {
+	waited := m.leaveQueue(n, token)
+	var ok bool
 	if n.limit == rwRead {
-		return m.semRelease(readerNames(n), token, now)
+		ok = m.semRelease(readerNames(n), token, now)
+	} else if ml, live := m.live(n.lease, now); live && owns(ml.value, token) {
+		delete(m.leases, n.lease)
+		ok = true
 	}
-	ml, ok := m.live(n.lease, now)
-	if !ok || !owns(ml.value, token) {
-		return false
+	if !ok && !waited {
+		return false, ""
 	}
-	delete(m.leases, n.lease)
-	return true
+	if m.writersWaiting(n, now) {
+		return ok, grantPrefix + m.queues[n.queue].order[0]
+	}
+	return ok, "r:"
 }
 
 func (m *memoryBackend) holds(_ context.Context, sem, rw names) ([]Hold, int, int, error) {
@@ -143,7 +129,7 @@ func (m *memoryBackend) holds(_ context.Context, sem, rw names) ([]Hold, int, in
 	add(KindRead, m.permits(readerNames(rw), now))
 	waiting := 0
 	if m.writersWaiting(rw, now) {
-		waiting = len(m.intents[rw.queue])
+		waiting = len(m.queues[rw.queue].order)
 	}
 	m.pruneQueue(sem, now)
 	var queued int

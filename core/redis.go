@@ -141,7 +141,7 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 		if enqueue {
 			join = "1"
 		}
-		script, keys = rwLockScript, []string{n.lease, n.readers, n.vals, n.queue, n.fence}
+		script, keys = rwLockScript, []string{n.lease, n.readers, n.vals, n.queue, n.fence, n.dues}
 		args = append(args, entryTTLArg, join)
 	case fair:
 		join := "0"
@@ -324,7 +324,7 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 		if n.limit == rwWrite {
 			hold = "w"
 		}
-		v, err := rwUnlockScript.Run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue}, token, hold).Int64()
+		v, err := rwUnlockScript.Run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue, n.dues}, token, hold).Int64()
 		return v == 1, err
 	}
 	v, err := releaseScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues},

@@ -12,8 +12,13 @@ import "context"
 // A writer that waits is recorded in Redis (for a few seconds, refreshed
 // while it keeps waiting), and new readers queue behind it: a stream of
 // readers cannot starve a writer, which gets in once the readers already
-// inside leave. A writer that gives up (its wait bound, its context, a
-// crash) stops holding readers back within those seconds.
+// inside leave. Waiting writers get the lock in the order they came: a
+// release wakes the first of them by name, and no writer (TryLock
+// included) takes the lock ahead of one that waits. When no writer waits,
+// a release wakes one waiter per Client, and a reader that gets in wakes
+// the next, so waiting readers get in together. A writer that gives up
+// (its wait bound, its context) leaves the line at once; one that crashed
+// stops holding others back within those seconds.
 //
 // Fences: a write hold raises the key's fence, as a Lock does; a read hold
 // carries the current one without raising it, so storage that checks

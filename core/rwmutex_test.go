@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -272,4 +273,128 @@ func TestRWMutexWaitingReadersShare(t *testing.T) {
 		w.Release(ctx)
 		wg.Wait()
 	})
+}
+
+// TestRWMutexWritersInArrivalOrder: writers waiting on separate Clients
+// get the lock in the order they came, each woken by the release before
+// it; a writer that gives up leaves the line without holding it up.
+func TestRWMutexWritersInArrivalOrder(t *testing.T) {
+	semBackends(t, func(t *testing.T, newClient func() *core.Client, _ redis.UniversalClient) {
+		const writers = 4
+		ctx := ctxFor(t, 30*time.Second)
+		holder := newClient()
+		defer holder.Close()
+		first, err := holder.RWMutex("line").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var order []int
+		var wg sync.WaitGroup
+		waiting := func(n int) {
+			waitUntil(t, fmt.Sprintf("%d writers waiting", n), func() bool {
+				info, err := holder.Inspect(ctx, "line")
+				return err == nil && info.WritersWaiting == n
+			})
+		}
+		for i := range writers {
+			c := newClient()
+			defer c.Close()
+			wg.Go(func() {
+				w, err := c.RWMutex("line").Lock(ctx, core.WithWaitTimeout(20*time.Second))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond)
+				w.Release(ctx)
+			})
+			waiting(i + 1)
+			if i == 1 { // one that gives up, queued between 1 and 2
+				quitter := newClient()
+				defer quitter.Close()
+				go func() {
+					_, err := quitter.RWMutex("line").Lock(ctx, core.WithWaitTimeout(100*time.Millisecond))
+					if !errors.Is(err, core.ErrNotAcquired) {
+						t.Errorf("quitter: %v", err)
+					}
+				}()
+				waiting(i + 2)
+				waiting(i + 1)
+			}
+		}
+		first.Release(ctx)
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if fmt.Sprint(order) != "[0 1 2 3]" {
+			t.Errorf("writers got the lock in order %v, want arrival order [0 1 2 3]", order)
+		}
+	})
+}
+
+// TestRWMutexNoWriterOvertakes: while a writer waits, a newcomer writer
+// does not take the free lock ahead of it (the waiting writer is planted
+// in Redis, as one whose wake-up is still on its way would be).
+func TestRWMutexNoWriterOvertakes(t *testing.T) {
+	semBackends(t, func(t *testing.T, newClient func() *core.Client, rdb redis.UniversalClient) {
+		if rdb == nil {
+			t.Skip("plants a waiting writer in Redis")
+		}
+		ctx := ctxFor(t, 10*time.Second)
+		c := newClient()
+		defer c.Close()
+		w, err := c.RWMutex("overtake").TryLock(ctx) // leaves its fence counter: the names' prefix
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Release(ctx)
+		base := strings.TrimSuffix(findKey(t, rdb, "*{overtake}:rw:fence"), ":fence")
+		now, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		due := now.Add(5 * time.Second).UnixMilli()
+		rdb.ZAdd(ctx, base+":q", redis.Z{Score: float64(due), Member: "ghost"})
+		rdb.ZAdd(ctx, base+":qa", redis.Z{Score: float64(now.UnixMilli()), Member: "ghost"})
+		if _, err := c.RWMutex("overtake").TryLock(ctx); !errors.Is(err, core.ErrNotAcquired) {
+			t.Fatalf("a newcomer writer with a writer waiting: %v, want ErrNotAcquired", err)
+		}
+		rdb.Del(ctx, base+":q", base+":qa")
+		w, err = c.RWMutex("overtake").TryLock(ctx)
+		if err != nil {
+			t.Fatalf("once nobody waits: %v", err)
+		}
+		w.Release(ctx)
+	})
+}
+
+// findKey returns the one key matching pattern (on every master of a
+// Cluster).
+func findKey(t *testing.T, rdb redis.UniversalClient, pattern string) string {
+	t.Helper()
+	var mu sync.Mutex
+	var found []string
+	scan := func(ctx context.Context, c *redis.Client) error {
+		keys, err := c.Keys(ctx, pattern).Result()
+		mu.Lock()
+		found = append(found, keys...)
+		mu.Unlock()
+		return err
+	}
+	ctx := context.Background()
+	var err error
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, scan)
+	case *redis.Client:
+		err = scan(ctx, c)
+	}
+	if err != nil || len(found) != 1 {
+		t.Fatalf("keys %q: %v %v", pattern, found, err)
+	}
+	return found[0]
 }

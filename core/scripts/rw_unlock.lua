@@ -1,12 +1,31 @@
--- Give back a hold of a read-write lock and wake a waiter; a token that
--- holds nothing leaves the waiting writers (a writer giving up).
+-- Give back a hold of a read-write lock and wake a waiter: the earliest
+-- waiting writer, if any (a message naming it), else one waiter per Client
+-- (readers then wake each other). A token that holds nothing leaves the
+-- waiting writers (a writer giving up).
 -- KEYS[1] writer lease (also the channel)  KEYS[2] readers  KEYS[3] reader
--- values  KEYS[4] waiting writers
+-- values  KEYS[4] waiting writers  KEYS[5] their arrival order
 -- ARGV[1] token  ARGV[2] 'w' (write hold) or 'r' (read hold)
 -- Returns 1 released, 0 not held.
-redis.call('ZREM', KEYS[4], ARGV[1])
+local now = now_ms()
+local function wake()
+  while true do
+    local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
+    if not head then break end
+    local due = redis.call('ZSCORE', KEYS[4], head)
+    if due and tonumber(due) > now then
+      redis.call('PUBLISH', KEYS[1], 'g:' .. head)
+      return
+    end
+    redis.call('ZREM', KEYS[5], head)
+  end
+  redis.call('PUBLISH', KEYS[1], 'r:')
+end
+
+local waited = redis.call('ZREM', KEYS[4], ARGV[1]) == 1
+redis.call('ZREM', KEYS[5], ARGV[1])
 if ARGV[2] == 'w' then
   if not owns(redis.call('GET', KEYS[1]), ARGV[1]) then
+    if waited then wake() end
     return 0
   end
   redis.call('DEL', KEYS[1])
@@ -17,9 +36,9 @@ else
   end
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
-  if tonumber(exp) <= now_ms() then
+  if tonumber(exp) <= now then
     return 0
   end
 end
-redis.call('PUBLISH', KEYS[1], 'r:')
+wake()
 return 1
