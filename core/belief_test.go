@@ -63,6 +63,10 @@ type beliefTopology struct {
 	truth func(ctx context.Context, names []string) ([]string, error)
 	// pause, if set, stalls one server for d.
 	pause func(t *testing.T, rng *rand.Rand, d time.Duration)
+	// probe reads the deployment directly (nil: Redlock, several servers).
+	probe redis.UniversalClient
+	// clean removes a run's keys (nil: a private deployment).
+	clean func(t *testing.T, prefix string)
 }
 
 func beliefSeed(t *testing.T) uint64 {
@@ -101,10 +105,26 @@ func userOptions(addr string, ctxTimeouts bool) *redis.Options {
 
 func TestBeliefStandalone(t *testing.T) {
 	faultTest(t)
+	runBelief(t, standaloneBelief(t))
+}
+
+func TestBeliefCluster(t *testing.T) {
+	faultTest(t)
+	runBelief(t, clusterBelief(t))
+}
+
+func TestBeliefRedlock(t *testing.T) {
+	faultTest(t)
+	runBelief(t, redlockBelief(t))
+}
+
+// standaloneBelief is the shared Redis server, each run under a prefix of
+// its own that it removes.
+func standaloneBelief(t *testing.T) beliefTopology {
 	addr := redistest.Addr(t)
 	probe := redistest.Client(t)
 	n := 0
-	runBelief(t, beliefTopology{
+	return beliefTopology{
 		open: func(t *testing.T, prefix string, obs core.Observer) (*core.Client, []*keyFault) {
 			n++
 			rdb := redis.NewClient(userOptions(addr, n%2 == 0))
@@ -114,15 +134,17 @@ func TestBeliefStandalone(t *testing.T) {
 		truth: func(ctx context.Context, names []string) ([]string, error) {
 			return mget(ctx, probe, names)
 		},
-	}, func(prefix string) { cleanPrefix(t, probe, prefix) })
+		probe: probe,
+		clean: func(t *testing.T, prefix string) { cleanPrefix(t, probe, prefix) },
+	}
 }
 
-func TestBeliefCluster(t *testing.T) {
-	faultTest(t)
+// clusterBelief is a private three-master Cluster.
+func clusterBelief(t *testing.T) beliefTopology {
 	cluster := redistest.StartCluster(t, 3)
 	probe := cluster.Client(t)
 	n := 0
-	runBelief(t, beliefTopology{
+	return beliefTopology{
 		open: func(t *testing.T, prefix string, obs core.Observer) (*core.Client, []*keyFault) {
 			n++
 			cc := redis.NewClusterClient(&redis.ClusterOptions{
@@ -135,18 +157,20 @@ func TestBeliefCluster(t *testing.T) {
 		truth: func(ctx context.Context, names []string) ([]string, error) {
 			return mget(ctx, probe, names)
 		},
-	}, nil)
+		probe: probe,
+	}
 }
 
-func TestBeliefRedlock(t *testing.T) {
-	faultTest(t)
+// redlockBelief is three private servers under Redlock, one of which the
+// injector may pause at a time.
+func redlockBelief(t *testing.T) beliefTopology {
 	var srvs []*redistest.Server
 	for range 3 {
 		srvs = append(srvs, redistest.StartServer(t))
 	}
 	n := 0
 	var pauseMu sync.Mutex
-	runBelief(t, beliefTopology{
+	return beliefTopology{
 		open: func(t *testing.T, prefix string, obs core.Observer) (*core.Client, []*keyFault) {
 			n++
 			var nodes []redis.UniversalClient
@@ -167,7 +191,7 @@ func TestBeliefRedlock(t *testing.T) {
 			time.Sleep(d)
 			s.Resume(t)
 		},
-	}, nil)
+	}
 }
 
 // mget reads the values of names one GET each (they may live in different
@@ -226,6 +250,17 @@ type beliefRun struct {
 	poolMu  sync.Mutex
 	clients []*core.Client
 	hooks   [][]*keyFault
+
+	// storage names the Redis key of a lock key that the injector stalls
+	// (nil: the mutex's lease).
+	storage func(key string) string
+}
+
+func (r *beliefRun) faultKey(key string) string {
+	if r.storage != nil {
+		return r.storage(key)
+	}
+	return r.prefix + ":{" + key + "}"
 }
 
 func (r *beliefRun) since(at time.Time) time.Duration { return at.Sub(r.start) }
@@ -241,8 +276,11 @@ func (r *beliefRun) OpStart(ctx context.Context, _ core.Op, _ string, _ core.Kin
 	return ctx, func(core.OpResult) {}
 }
 
-func (r *beliefRun) LeaseLost(_ context.Context, key string, _ core.Kind, fence int64, _ time.Duration, _ error) {
+func (r *beliefRun) LeaseLost(ctx context.Context, key string, _ core.Kind, fence int64, _ time.Duration, _ error) {
 	at := time.Now()
+	if s, ok := ctx.Value(lossSlotKey{}).(*lossSlot); ok {
+		s.set(at)
+	}
 	r.mu.Lock()
 	r.lost[key+"/"+strconv.FormatInt(fence, 10)] = at
 	r.mu.Unlock()
@@ -255,6 +293,35 @@ func (r *beliefRun) lostAt(key string, fence int64) (time.Time, bool) {
 	return at, ok
 }
 
+// A lossSlot receives the loss time of the one lease whose acquisition
+// context carried it (withLossSlot): read holds share their fence, so a
+// key and fence do not name one.
+type lossSlot struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+type lossSlotKey struct{}
+
+func withLossSlot(ctx context.Context) (context.Context, *lossSlot) {
+	s := &lossSlot{}
+	return context.WithValue(ctx, lossSlotKey{}, s), s
+}
+
+func (s *lossSlot) set(at time.Time) {
+	s.mu.Lock()
+	if s.at.IsZero() {
+		s.at = at
+	}
+	s.mu.Unlock()
+}
+
+func (s *lossSlot) get() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.at, !s.at.IsZero()
+}
+
 func (r *beliefRun) client(rng *rand.Rand) *core.Client {
 	r.poolMu.Lock()
 	defer r.poolMu.Unlock()
@@ -263,16 +330,24 @@ func (r *beliefRun) client(rng *rand.Rand) *core.Client {
 
 const beliefClients = 3
 
-func runBelief(t *testing.T, topo beliefTopology, clean func(prefix string)) {
+func runBelief(t *testing.T, topo beliefTopology) {
 	seed := beliefSeed(t)
+	r := newBeliefRun(t, topo, 4)
+	faults := r.run(seed, beliefDuration(t), r.worker, r.sample)
+	r.judge(faults)
+}
+
+// newBeliefRun opens the run's Clients (it is their Observer) on keys
+// k0…k<keys-1> under a fresh prefix, removed when the test ends.
+func newBeliefRun(t *testing.T, topo beliefTopology, keys int) *beliefRun {
 	r := &beliefRun{
 		t: t, topo: topo, prefix: testPrefix(), start: time.Now(),
 		lost: map[string]time.Time{}, counts: map[string]int{},
 	}
-	if clean != nil {
-		t.Cleanup(func() { clean(r.prefix) })
+	if topo.clean != nil {
+		t.Cleanup(func() { topo.clean(t, r.prefix) })
 	}
-	for i := range 4 {
+	for i := range keys {
 		r.keys = append(r.keys, fmt.Sprintf("k%d", i))
 	}
 	for range beliefClients {
@@ -280,7 +355,14 @@ func runBelief(t *testing.T, topo beliefTopology, clean func(prefix string)) {
 		r.clients = append(r.clients, c)
 		r.hooks = append(r.hooks, h)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), beliefDuration(t))
+	return r
+}
+
+// run runs 8 workers (work, each with its own stream of the seed), the
+// fault injector and the sampler for d; then it lifts every fault, closes
+// the Clients and returns how many faults it made.
+func (r *beliefRun) run(seed uint64, d time.Duration, work func(context.Context, *rand.Rand), sample func(context.Context)) int {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 
 	var wg sync.WaitGroup
@@ -288,13 +370,13 @@ func runBelief(t *testing.T, topo beliefTopology, clean func(prefix string)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.worker(ctx, rand.New(rand.NewPCG(seed, uint64(w+1))))
+			work(ctx, rand.New(rand.NewPCG(seed, uint64(w+1))))
 		}()
 	}
 	injected := make(chan int, 1)
 	go func() { injected <- r.inject(ctx, rand.New(rand.NewPCG(seed, 0))) }()
 	sampled := make(chan struct{})
-	go func() { defer close(sampled); r.sample(ctx) }()
+	go func() { defer close(sampled); sample(ctx) }()
 	wg.Wait()
 	faults := <-injected
 	<-sampled
@@ -306,7 +388,7 @@ func runBelief(t *testing.T, topo beliefTopology, clean func(prefix string)) {
 	for _, c := range r.clients {
 		c.Close()
 	}
-	r.judge(faults)
+	return faults
 }
 
 // worker locks a random key through a random Client, holds it for a random
@@ -403,7 +485,7 @@ func (r *beliefRun) inject(ctx context.Context, rng *rand.Rand) int {
 			kf := hooks[rng.IntN(len(hooks))]
 			key := r.keys[rng.IntN(len(r.keys))]
 			kf.add(&faultRule{
-				key:    r.prefix + ":{" + key + "}",
+				key:    r.faultKey(key),
 				delay:  50*time.Millisecond + time.Duration(rng.IntN(1200))*time.Millisecond,
 				onWire: rng.IntN(2) == 0,
 				times:  1 + rng.IntN(4),
