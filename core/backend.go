@@ -36,8 +36,8 @@ type names struct {
 	// A read-write lock's (limit rwRead or rwWrite, by the hold): lease
 	// "<prefix>:{<key>}:rw" (the writer, and the channel), readers
 	// "…:rw:r" (tokens by expiry), vals "…:rw:v", queue "…:rw:q" (waiting
-	// writers by entry deadline), dues "…:rw:qa" (waiting writers by
-	// arrival), fence "…:rw:fence".
+	// writers by entry deadline), dues "…:rw:qa" (a list of the waiting
+	// writers in arrival order), fence "…:rw:fence".
 	limit   int
 	vals    string
 	readers string

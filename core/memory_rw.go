@@ -45,6 +45,10 @@ func (m *memoryBackend) rwAcquire(n names, token, value string, ttl time.Duratio
 			m.sems[rn.lease] = readers
 		}
 		f := m.fences[n.fence]
+		if len(readers) == 0 { // a new read term raises the fence
+			f++
+			m.fences[n.fence] = f
+		}
 		readers[token] = memPermit{fence: f, value: value, expires: now.Add(ttl)}
 		return acquireResult{acquired: true, fence: f}
 	}

@@ -66,7 +66,7 @@ var (
 	semAcquireScript   = redis.NewScript(libFence + libQueue + libSem + semAcquireLua)
 	semExtendScript    = redis.NewScript(libQueue + libSem + semExtendLua)
 	semReleaseScript   = redis.NewScript(libQueue + libSem + semReleaseLua)
-	rwRLockScript      = redis.NewScript(libQueue + libSem + rwRLockLua)
+	rwRLockScript      = redis.NewScript(libFence + libQueue + libSem + rwRLockLua)
 	inspectHoldsScript = redis.NewScript(libQueue + inspectHoldsLua)
 	rwLockScript       = redis.NewScript(libOwns + libFence + libQueue + libSem + rwLockLua)
 	rwUnlockScript     = redis.NewScript(libOwns + libQueue + rwUnlockLua)

@@ -20,10 +20,12 @@ import "context"
 // (its wait bound, its context) leaves the line at once; one that crashed
 // stops holding others back within those seconds.
 //
-// Fences: a write hold raises the key's fence, as a Lock does; a read hold
-// carries the current one without raising it, so storage that checks
-// fences accepts readers' writes of the current term and rejects a deposed
-// writer's. The holds live under the key's hash tag in their own keys
+// Fences: a write hold raises the key's fence, as a Lock does; so does
+// the first read hold of a read term (taken while no reader is inside),
+// and the read holds that join it carry the same fence. Storage that
+// checks fences then accepts the writes of the current term's readers and
+// rejects those of a writer deposed by them (one that paused past its
+// TTL), and of every earlier term. The holds live under the key's hash tag in their own keys
 // ("<prefix>:{<key>}:rw…"), apart from the key's mutex and semaphore. The
 // backend is NewRedis (server, Sentinel, Cluster) or NewMemory; on
 // NewRedlock every call fails with ErrInvalidOption, and so does WithFair.

@@ -153,10 +153,15 @@ func testRWMutex(t *testing.T, c *core.Client, key string) {
 	if err != nil {
 		t.Fatalf("reader after the write: %v", err)
 	}
-	if r3.Fence() != w.Fence() {
-		t.Errorf("reader's fence %d, want the last write's %d", r3.Fence(), w.Fence())
+	r4, err := rw.TryRLock(ctxT(t))
+	if err != nil {
+		t.Fatalf("second reader after the write: %v", err)
+	}
+	if r3.Fence() <= w.Fence() || r4.Fence() != r3.Fence() {
+		t.Errorf("readers' fences %d %d, want one fence above the last write's %d (a writer deposed by readers is fenced out)", r3.Fence(), r4.Fence(), w.Fence())
 	}
 	mustRelease(t, r3)
+	mustRelease(t, r4)
 }
 
 // testCampaignObserve: campaigners lead one at a time, and an observer

@@ -5,7 +5,7 @@
 -- overtakes another that waits.
 -- KEYS[1] writer lease (also the channel)  KEYS[2] readers  KEYS[3] reader
 -- values  KEYS[4] waiting writers (token -> entry deadline)  KEYS[5] fence
--- counter  KEYS[6] waiting writers' arrival order (token -> first entry ms)
+-- counter  KEYS[6] waiting writers in arrival order (a list)
 -- ARGV[1] token  ARGV[2] lease value  ARGV[3] ttl ms  ARGV[4] fence
 -- retention ms  ARGV[5] entry ms  ARGV[6] join ('1' or '0')
 -- Returns {1, fence} acquired, {2, fence} re-entered, {0, ms until the
@@ -17,8 +17,10 @@ redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
 
 local function join(reply)
   if ARGV[6] == '1' then
-    redis.call('ZADD', KEYS[4], now + tonumber(ARGV[5]), ARGV[1])
-    redis.call('ZADD', KEYS[6], 'NX', now, ARGV[1])
+    if redis.call('ZADD', KEYS[4], now + tonumber(ARGV[5]), ARGV[1]) == 1 then
+      redis.call('LREM', KEYS[6], 0, ARGV[1]) -- an entry that had expired
+      redis.call('RPUSH', KEYS[6], ARGV[1])
+    end
     redis.call('PEXPIRE', KEYS[4], ARGV[5])
     redis.call('PEXPIRE', KEYS[6], ARGV[5])
   end
@@ -43,16 +45,17 @@ if redis.call('ZCARD', KEYS[2]) > 0 then
 end
 -- Free: the earliest live waiting writer comes first.
 while true do
-  local head = redis.call('ZRANGE', KEYS[6], 0, 0)[1]
+  local head = redis.call('LINDEX', KEYS[6], 0)
   if not head or redis.call('ZSCORE', KEYS[4], head) then
     if head and head ~= ARGV[1] then
       return join({0, -2})
     end
     break
   end
-  redis.call('ZREM', KEYS[6], head)
+  redis.call('LPOP', KEYS[6])
 end
-redis.call('ZREM', KEYS[4], ARGV[1])
-redis.call('ZREM', KEYS[6], ARGV[1])
+if redis.call('ZREM', KEYS[4], ARGV[1]) == 1 then
+  redis.call('LREM', KEYS[6], 1, ARGV[1])
+end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return {1, next_fence(KEYS[5], ARGV[4])}

@@ -1,10 +1,12 @@
 -- Take a read hold of a read-write lock, or re-enter the one this token
 -- holds. Readers are refused while a writer holds the lock or waits for it
--- (so a stream of readers never starves a writer); they see the current
--- fence without raising it.
+-- (so a stream of readers never starves a writer). The first reader of a
+-- read term (no reader inside) raises the fence, so a deposed writer's
+-- late writes are rejected; readers that join it share the term's fence.
 -- KEYS[1] writer lease (also the channel)  KEYS[2] readers  KEYS[3] reader
 -- values  KEYS[4] waiting writers  KEYS[5] fence counter
--- ARGV[1] token  ARGV[2] lease value  ARGV[3] ttl ms
+-- ARGV[1] token  ARGV[2] lease value  ARGV[3] ttl ms  ARGV[4] fence
+-- retention ms
 -- Returns {1, fence} acquired, {2, fence} re-entered, {0, ms the writer
 -- holds on, or -1 when a writer waits}.
 local now = now_ms()
@@ -26,7 +28,14 @@ end
 if redis.call('ZCARD', KEYS[4]) > 0 then
   return {0, -1}
 end
-local f = redis.call('GET', KEYS[5]) or '0'
+local f
+if redis.call('ZCARD', KEYS[2]) > 0 then
+  f = redis.call('GET', KEYS[5])
+end
+if not f then
+  f = next_fence(KEYS[5], ARGV[4])
+end
+f = string.format('%.0f', tonumber(f))
 redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
 redis.call('HSET', KEYS[3], ARGV[1], f .. '|' .. ARGV[2])
 sem_keep(KEYS[2], KEYS[3])

@@ -3,26 +3,28 @@
 -- (readers then wake each other). A token that holds nothing leaves the
 -- waiting writers (a writer giving up).
 -- KEYS[1] writer lease (also the channel)  KEYS[2] readers  KEYS[3] reader
--- values  KEYS[4] waiting writers  KEYS[5] their arrival order
+-- values  KEYS[4] waiting writers  KEYS[5] their arrival order (a list)
 -- ARGV[1] token  ARGV[2] 'w' (write hold) or 'r' (read hold)
 -- Returns 1 released, 0 not held.
 local now = now_ms()
 local function wake()
   while true do
-    local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
+    local head = redis.call('LINDEX', KEYS[5], 0)
     if not head then break end
     local due = redis.call('ZSCORE', KEYS[4], head)
     if due and tonumber(due) > now then
       redis.call('PUBLISH', KEYS[1], 'g:' .. head)
       return
     end
-    redis.call('ZREM', KEYS[5], head)
+    redis.call('LPOP', KEYS[5])
   end
   redis.call('PUBLISH', KEYS[1], 'r:')
 end
 
 local waited = redis.call('ZREM', KEYS[4], ARGV[1]) == 1
-redis.call('ZREM', KEYS[5], ARGV[1])
+if waited then
+  redis.call('LREM', KEYS[5], 1, ARGV[1])
+end
 if ARGV[2] == 'w' then
   if not owns(redis.call('GET', KEYS[1]), ARGV[1]) then
     if waited then wake() end
