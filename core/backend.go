@@ -119,7 +119,8 @@ type sharder interface {
 // A healer re-creates a confirmed lease on the nodes that had lost it
 // (Redlock). The Client calls it only while the lease is not released.
 type healer interface {
-	heal(ctx context.Context, n names, token string, ttl time.Duration, nodes []int)
+	// value is the lease's stored value (token, or token|metadata).
+	heal(ctx context.Context, n names, value string, ttl time.Duration, nodes []int)
 }
 
 // An allAcquirer is a backend that can take several mutex leases in one

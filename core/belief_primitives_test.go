@@ -770,15 +770,11 @@ func (p *primRun) judgeRWMutex(faults int) {
 	t.Logf("fence referee: %d holds out of order", bad)
 }
 
-// observeGrantsShown: Observe reports a fair grant that its waiter has
-// not claimed yet (Lock's waiters queue after starvationThreshold) as a
-// leader with an empty announcement, and when the waiter claims it — the
-// same token — reports nothing more, so the new leader's announcement is
-// never seen; a grant its waiter gave up on is reported as a leader that
-// never led (TestReviewObserveReportsUnclaimedGrant). Until that is
-// fixed the observe referee counts reports with an empty announcement
-// instead of failing on them; set this false with the fix.
-const observeGrantsShown = true
+// observeGrantsShown: Observe reported a fair grant that its waiter had
+// not claimed yet as a leader with an empty announcement
+// (TestReviewObserveReportsUnclaimedGrant). It no longer does: a report
+// with an empty announcement fails the observe referee.
+const observeGrantsShown = false
 
 // observeStale bounds the time from Observe's read of the state to the
 // report's arrival: Inspect on a healthy Client (on Redlock, one that

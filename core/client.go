@@ -362,7 +362,7 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 // gives the lease back and returns nil. The caller holds c.attempts.
 func (c *Client) register(ctx context.Context, key string, n names, tok string, fence int64, s *settings, start time.Time) *Lock {
 	l := &lease{
-		c: c, key: key, n: n, token: tok, fence: fence, kind: s.kind, start: start,
+		c: c, key: key, n: n, token: tok, fence: fence, meta: s.metadata, kind: s.kind, start: start,
 		ttl: s.ttl, margin: s.margin, autoRenew: s.autoRenew, holds: 1, idx: -1,
 	}
 	if c.cfg.observer != nil { // ctx is the one the Observer returned

@@ -82,37 +82,47 @@ func (c *Client) observe(ctx context.Context, key string, out chan<- Info) {
 	defer c.nt.leave(w, true)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	var last Info
-	sent := false
+	var last, pending Info
+	sent, waiting := false, false // waiting: pending is to be sent
 	for {
+		var send chan<- Info
+		if waiting {
+			send = out
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.done:
 			return
+		case send <- pending:
+			last, sent, waiting = pending, true, false
+			continue
 		case <-w.wake:
 		case <-timer.C:
 		}
+		// Read again on every wake-up, also while a report waits for a
+		// slow receiver: it gets the state of the moment it takes it.
 		info, err := c.Inspect(ctx, key)
 		next := observePoll
 		switch {
 		case err != nil:
 			next = time.Second
-		// A change is a new holder, or none. (The same holder read twice may
-		// show another fence on Redlock, whose nodes answer Inspect one by
-		// one while the fence is written back: that is no change.)
-		case !sent || info.Held != last.Held || info.Held && info.Token != last.Token:
-			select {
-			case out <- info:
-			case <-ctx.Done():
-				return
-			case <-c.done:
-				return
+		case info.granted:
+			// A fair waiter was granted the key and has not claimed it:
+			// not a leader yet. Its claim (or the grant's expiry) comes
+			// within the claim window.
+			next = min(info.TTL, 50*time.Millisecond) + time.Millisecond
+		default:
+			// A change is a new holder, or none, or a new announcement.
+			// (The same holder read twice may show another fence on
+			// Redlock, whose nodes answer Inspect one by one while the
+			// fence is written back: that is no change.)
+			pending = info
+			waiting = !sent || info.Held != last.Held ||
+				info.Held && (info.Token != last.Token || info.Metadata != last.Metadata)
+			if info.Held && info.TTL >= 0 {
+				next = info.TTL + 5*time.Millisecond // a release wakes us sooner
 			}
-			last, sent = info, true
-		}
-		if err == nil && info.Held && info.TTL >= 0 {
-			next = info.TTL + 5*time.Millisecond // a release wakes us sooner
 		}
 		if !timer.Stop() {
 			select {

@@ -38,7 +38,10 @@ type Group struct {
 // that step found a key held, keys are taken one by one in sorted order
 // (duplicates once), waiting for each, so two callers asking for the same
 // keys in any orders never deadlock, and a caller is not starved by
-// single-key lockers. WithFair, WithToken and a ctx that carries a lease
+// single-key lockers. A key taken early that is lost while the call waits
+// for the others (its renewal failed, WithAutoRenew(false) with a short
+// TTL) fails the call: it gives back the rest and returns an error
+// matching ErrNotAcquired and ErrLost. WithFair, WithToken and a ctx that carries a lease
 // of one of the keys (which is re-entered) always take the keys one by
 // one; so does WithReplicaAck. WithWaitTimeout and WithRetryBudget bound the
 // whole call; the other options apply to every key. The errors are those
@@ -99,6 +102,18 @@ func (c *Client) lockAll(ctx context.Context, keys []string, opts []LockOption, 
 			return nil, err
 		}
 		g.add(l)
+	}
+	select {
+	case <-g.lost: // a member taken early was lost while the call waited for the others
+		var lost []string
+		for _, l := range g.locks {
+			if l.Err() != nil {
+				lost = append(lost, l.Key())
+			}
+		}
+		_ = g.Release(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("%w: %q lost while LockAll waited for the other keys: %w", ErrNotAcquired, lost, ErrLost)
+	default:
 	}
 	return g, nil
 }

@@ -140,3 +140,29 @@ func TestGroupLost(t *testing.T) {
 		}
 	})
 }
+
+// TestLockAllMemberLostWhileWaiting: a key taken early and lost while
+// LockAll waits for another fails the call, which gives back the rest:
+// every key or none.
+func TestLockAllMemberLostWhileWaiting(t *testing.T) {
+	semBackends(t, func(t *testing.T, newClient func() *core.Client, _ redis.UniversalClient) {
+		c, other := newClient(), newClient()
+		defer c.Close()
+		defer other.Close()
+		ctx := ctxFor(t, 20*time.Second)
+		held, err := other.TryLock(ctx, "lw-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { time.Sleep(300 * time.Millisecond); held.Release(ctx) }()
+		g, err := c.LockAll(ctx, []string{"lw-a", "lw-b"}, core.WithTTL(100*time.Millisecond), core.WithAutoRenew(false))
+		if !errors.Is(err, core.ErrNotAcquired) || !errors.Is(err, core.ErrLost) {
+			t.Fatalf("LockAll with lw-a lost while it waited for lw-b: %v, %v; want ErrNotAcquired and ErrLost", g, err)
+		}
+		l, err := other.TryLock(ctx, "lw-b")
+		if err != nil {
+			t.Fatalf("lw-b after the failed LockAll: %v", err)
+		}
+		l.Release(ctx)
+	})
+}

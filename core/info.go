@@ -1,6 +1,9 @@
 package core
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Info describes a lock key for operators; see Client.Inspect.
 type Info struct {
@@ -16,6 +19,10 @@ type Info struct {
 	// "permit", the earliest to expire first), its RWMutex's write hold
 	// ("write") and read holds ("read").
 	Holds []Hold
+	// granted: the lease is a fair grant its waiter has not claimed yet
+	// (Token names the waiter); Observe does not report it as a holder.
+	granted bool
+
 	// WritersWaiting is how many writers wait for the key's RWMutex.
 	WritersWaiting int
 	// PermitWaiters is how many waiters queue for a permit of the key's
@@ -31,4 +38,12 @@ type Hold struct {
 	Metadata string        // its WithMetadata
 	Fence    int64         // its fence
 	TTL      time.Duration // its remaining time (-1: no expiry)
+}
+
+// parseValue fills Token and Metadata from a lease value: "<token>", or
+// "<token>|<metadata>"; "<token>|" is a grant not claimed yet.
+func (info *Info) parseValue(v string) {
+	var found bool
+	info.Token, info.Metadata, found = strings.Cut(v, "|")
+	info.granted = found && info.Metadata == ""
 }

@@ -28,6 +28,7 @@ type lease struct {
 	n     names
 	token string
 	fence int64
+	meta  string // WithMetadata
 	kind  Kind
 	start time.Time // when the acquisition was sent
 	// obsCtx is the context the Observer returned for the acquisition,
@@ -207,6 +208,14 @@ func (l *lease) notifyLost(f func(error)) (stop func()) {
 		delete(l.onLost, id)
 		l.mu.Unlock()
 	}
+}
+
+// value is the lease's stored value: its token, or token|metadata.
+func (l *lease) value() string {
+	if l.meta == "" {
+		return l.token
+	}
+	return l.token + "|" + l.meta
 }
 
 // observerContext returns the lease's context for the Observer.

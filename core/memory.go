@@ -246,7 +246,7 @@ func (m *memoryBackend) release(_ context.Context, n names, token string) (bool,
 		head := q.order[0]
 		m.leaveQueue(n, head)
 		m.fences[n.fence]++
-		m.leases[n.lease] = memLease{value: head, expires: now.Add(fairClaim)}
+		m.leases[n.lease] = memLease{value: head + "|", expires: now.Add(fairClaim)} // a grant (see release.lua)
 		payload = grantPrefix + head
 	}
 	m.mu.Unlock()
@@ -261,7 +261,7 @@ func (m *memoryBackend) inspect(_ context.Context, n names) (Info, error) {
 	info := Info{Fence: m.fences[n.fence]}
 	if ml, ok := m.live(n.lease, now); ok {
 		info.Held = true
-		info.Token, info.Metadata, _ = strings.Cut(ml.value, "|")
+		info.parseValue(ml.value)
 		info.TTL = ml.expires.Sub(now)
 	}
 	if q := m.queue(n, now); q != nil {

@@ -364,7 +364,7 @@ func (b *redisBackend) inspect(ctx context.Context, n names) (Info, error) {
 	var info Info
 	if s, ok := v[0].(string); ok {
 		info.Held = true
-		info.Token, info.Metadata, _ = strings.Cut(s, "|")
+		info.parseValue(s)
 		if pttl, ok := v[1].(int64); ok {
 			info.TTL = time.Duration(pttl) * time.Millisecond
 			if pttl < 0 {

@@ -252,7 +252,7 @@ func (b *redlockBackend) extend(ctx context.Context, reqs []extendReq) {
 // not released and holds the release back until heal returns (see
 // Client.heal), so heal waits for every call it sent, even one whose
 // context ended: a command already on the wire still lands.
-func (b *redlockBackend) heal(ctx context.Context, n names, token string, ttl time.Duration, nodes []int) {
+func (b *redlockBackend) heal(ctx context.Context, n names, value string, ttl time.Duration, nodes []int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nodeTimeout(ttl))
 	defer cancel()
 	var wg sync.WaitGroup
@@ -260,7 +260,7 @@ func (b *redlockBackend) heal(ctx context.Context, n names, token string, ttl ti
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.nodes[i].rdb.SetNX(ctx, n.lease, token, ttl)
+			b.nodes[i].rdb.SetNX(ctx, n.lease, value, ttl)
 		}()
 	}
 	wg.Wait()

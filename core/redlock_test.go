@@ -106,15 +106,16 @@ func TestRedlockNodeLoss(t *testing.T) {
 	}
 }
 
-// A node restarted empty mid-hold is healed by the next renewal, and the
-// fence keeps rising.
+// A node restarted empty mid-hold is healed by the next renewal — with the
+// lease's metadata, which Inspect (and so Observe) may read from it — and
+// the fence keeps rising.
 func TestRedlockNodeRestartHealed(t *testing.T) {
 	srvs, nodes := fiveNodes(t)
 	c := mustNew(core.NewRedlock(nodes))
 	defer c.Close()
 	ctx := ctxFor(t, 30*time.Second)
 
-	l, err := c.TryLock(ctx, "k", core.WithTTL(600*time.Millisecond))
+	l, err := c.TryLock(ctx, "k", core.WithTTL(600*time.Millisecond), core.WithMetadata("node-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +134,11 @@ func TestRedlockNodeRestartHealed(t *testing.T) {
 			t.Fatal("renewal did not re-create the lease on the restarted nodes")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	for _, i := range []int{3, 4} {
+		if v, _ := nodes[i].Get(ctx, "latchkey:{k}").Result(); v != l.Token()+"|node-a" {
+			t.Errorf("node %d healed with %q, want the token and the metadata", i, v)
+		}
 	}
 	select {
 	case <-l.Lost():

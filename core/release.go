@@ -78,7 +78,7 @@ func (c *Client) heal(ctx context.Context, l *lease, r *extendReq) {
 	ttl := l.ttl
 	l.mu.Unlock()
 	if !released {
-		h.heal(ctx, l.n, l.token, ttl, r.heal)
+		h.heal(ctx, l.n, l.value(), ttl, r.heal)
 	}
 }
 

@@ -21,7 +21,9 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   if head then
     redis.call('ZREM', KEYS[4], head)
     next_fence(KEYS[2], ARGV[3])
-    redis.call('SET', KEYS[1], head, 'PX', ARGV[2])
+    -- "<token>|": a grant not yet claimed (a claimed lease without
+    -- metadata is the bare token), which Inspect tells apart.
+    redis.call('SET', KEYS[1], head .. '|', 'PX', ARGV[2])
     redis.call('PUBLISH', KEYS[1], 'g:' .. head)
     return 1
   end
