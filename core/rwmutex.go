@@ -30,7 +30,9 @@ import "context"
 // backend is NewRedis (server, Sentinel, Cluster) or NewMemory; on
 // NewRedlock every call fails with ErrInvalidOption, and so does WithFair.
 // Holds are never re-entered through a context; WithToken re-enters the
-// hold of that token and kind.
+// hold of that token and kind. There is no upgrade or downgrade: a holder
+// that asks for the other kind of hold of the same key waits for itself,
+// until its wait bound — release one before taking the other.
 type RWMutex struct {
 	c   *Client
 	key string
@@ -62,8 +64,9 @@ func (m *RWMutex) Lock(ctx context.Context, opts ...LockOption) (*Lock, error) {
 	return m.c.acquire(ctx, m.key, rwWrite, opts, true)
 }
 
-// TryLock takes the write hold if nobody holds the lock; otherwise
-// ErrNotAcquired, as Client.TryLock. It does not hold readers back.
+// TryLock takes the write hold if nobody holds the lock and no writer
+// waits for it; otherwise ErrNotAcquired, as Client.TryLock. It does not
+// hold readers back.
 func (m *RWMutex) TryLock(ctx context.Context, opts ...LockOption) (*Lock, error) {
 	return m.c.acquire(ctx, m.key, rwWrite, opts, false)
 }
