@@ -383,3 +383,41 @@ func ExampleClient_RWMutex() {
 	// writer while read: true
 	// writer in after the readers: true fence raised: true
 }
+
+// This example lists what is held, as an operator's tool does, and evicts
+// a stuck holder: it is told at its next renewal, and its fence is below
+// every later holder's.
+func ExampleClient_Scan() {
+	locks, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+	ctx := context.Background()
+
+	stuck, _ := locks.TryLock(ctx, "billing:close-day", core.WithMetadata("node-a"), core.WithTTL(300*time.Millisecond))
+	permit, _ := locks.Semaphore("exports", 4).TryAcquire(ctx, core.WithMetadata("node-b"))
+	defer permit.Release(ctx)
+
+	for info, err := range locks.Scan(ctx, "*") {
+		if err != nil {
+			log.Fatal(err)
+		}
+		if info.Held {
+			fmt.Println(info.Key, "lock held by", info.Metadata)
+		}
+		for _, h := range info.Holds {
+			fmt.Println(info.Key, h.Kind, "held by", h.Metadata)
+		}
+	}
+
+	if _, err := locks.Evict(ctx, "billing:close-day"); err != nil {
+		log.Fatal(err)
+	}
+	<-stuck.Lost() // at its next renewal
+	fmt.Println("evicted:", errors.Is(stuck.Err(), core.ErrLost))
+	// Unordered output:
+	// billing:close-day lock held by node-a
+	// exports permit held by node-b
+	// evicted: true
+}

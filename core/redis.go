@@ -55,6 +55,8 @@ var (
 	rwUnlockLua string
 	//go:embed scripts/acquire_all.lua
 	acquireAllLua string
+	//go:embed scripts/evict.lua
+	evictLua string
 
 	// Each script is the shared helpers it uses followed by its body.
 	acquireScript      = redis.NewScript(libOwns + libFence + acquireLua)
@@ -71,6 +73,7 @@ var (
 	rwLockScript       = redis.NewScript(libOwns + libFence + libQueue + libSem + rwLockLua)
 	rwUnlockScript     = redis.NewScript(libOwns + libQueue + rwUnlockLua)
 	acquireAllScript   = redis.NewScript(libFence + acquireAllLua)
+	evictScript        = redis.NewScript(libFence + evictLua)
 
 	// Arguments that never change, boxed once.
 	retentionArg any = fenceRetention.Milliseconds()

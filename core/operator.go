@@ -1,0 +1,323 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The operator's view of a Client's keys: Scan lists what is held, Evict
+// takes it away. Both are for tools (cmd/latchkey, an admin page), not for
+// the lock's users: a lock is never taken over by its own callers this way.
+
+// A scanner is a backend that can list its storage names.
+type scanner interface {
+	// scanNames calls fn with every storage name matching the Redis glob
+	// pattern (every master of a Cluster, every Redlock node: a name may
+	// come more than once), until fn returns false.
+	scanNames(ctx context.Context, pattern string, fn func(name string) bool) error
+}
+
+// An evicter is a backend that can remove every hold of a key.
+type evicter interface {
+	evict(ctx context.Context, mutex, sem, rw names) (int, error)
+}
+
+// Scan lists the keys under the Client's prefix that are held now, as
+// Inspect describes them, one Info per primitive of a key: its lock (Held,
+// Token, Metadata, Fence, TTL, Waiters; Holds empty), its semaphore (Holds
+// of kind permit, PermitWaiters) or its read-write lock (Holds of kinds
+// read and write, WritersWaiting). A key used as a lock and a semaphore
+// comes twice. match is a path.Match pattern for the keys ("" or "*": all;
+// a bad pattern is ErrInvalidOption). Keys are read as the scan finds them
+// (SCAN on every master of a Cluster), so memory stays flat however many
+// there are; a key taken or given up while the scan runs may come or not,
+// as with SCAN. On Redlock every node is scanned, and the keys seen are
+// remembered to list each once. A backend failure is yielded as an
+// ErrUnavailable error, and ends the scan.
+func (c *Client) Scan(ctx context.Context, match string) iter.Seq2[Info, error] {
+	return func(yield func(Info, error) bool) {
+		if match == "" {
+			match = "*"
+		}
+		if _, err := path.Match(match, ""); err != nil {
+			yield(Info{}, fmt.Errorf("%w: match %q: %w", ErrInvalidOption, match, err))
+			return
+		}
+		sc, ok := c.be.(scanner)
+		if !ok {
+			yield(Info{}, fmt.Errorf("%w: this backend cannot list its keys", ErrInvalidOption))
+			return
+		}
+		var seen map[string]bool // Redlock: a name is on several nodes
+		if _, redlock := c.be.(*redlockBackend); redlock {
+			seen = map[string]bool{}
+		}
+		var failed error
+		err := sc.scanNames(ctx, globEscape(c.cfg.prefix)+":{*", func(name string) bool {
+			key, anchor, ok := c.parseName(name)
+			if !ok {
+				return true
+			}
+			if m, _ := path.Match(match, key); !m {
+				return true
+			}
+			if seen != nil {
+				if seen[name] {
+					return true
+				}
+				seen[name] = true
+			}
+			info, err := c.Inspect(ctx, key)
+			if err != nil {
+				failed = err
+				return false
+			}
+			if info, ok := info.only(anchor); ok {
+				return yield(info, nil)
+			}
+			return true
+		})
+		switch {
+		case failed != nil:
+			yield(Info{}, failed)
+		case err != nil:
+			yield(Info{}, fmt.Errorf("%w: scan: %w", ErrUnavailable, err))
+		}
+	}
+}
+
+// parseName finds the key of a storage name and which primitive it
+// anchors: "<prefix>:{<key>}" a lock's lease (KindLock), "…}:sem" a
+// semaphore's permits (KindPermit), "…}:rw" a write hold (KindWrite),
+// "…}:rw:r" read holds (KindRead). Other names (fences, queues, values,
+// records) anchor nothing.
+func (c *Client) parseName(name string) (key string, anchor Kind, ok bool) {
+	rest, ok := strings.CutPrefix(name, c.cfg.prefix+":{")
+	if !ok {
+		return "", "", false
+	}
+	for _, a := range []struct {
+		suffix string
+		kind   Kind
+	}{{"}:rw:r", KindRead}, {"}:rw", KindWrite}, {"}:sem", KindPermit}, {"}", KindLock}} {
+		if key, ok := strings.CutSuffix(rest, a.suffix); ok && key != "" && validKey(key) == nil {
+			return key, a.kind, true
+		}
+	}
+	return "", "", false
+}
+
+// only restricts info to the primitive anchor names, and reports whether
+// that primitive is held.
+func (info Info) only(anchor Kind) (Info, bool) {
+	out := Info{Key: info.Key}
+	switch anchor {
+	case KindLock:
+		out.Held, out.Token, out.Metadata, out.Fence, out.TTL, out.Waiters, out.granted =
+			info.Held, info.Token, info.Metadata, info.Fence, info.TTL, info.Waiters, info.granted
+		return out, out.Held
+	case KindPermit:
+		for _, h := range info.Holds {
+			if h.Kind == KindPermit {
+				out.Holds = append(out.Holds, h)
+			}
+		}
+		out.PermitWaiters = info.PermitWaiters
+	default: // the read-write lock, once: under its writer, or its readers when no writer holds
+		for _, h := range info.Holds {
+			switch h.Kind {
+			case KindWrite:
+				if anchor == KindRead {
+					return Info{}, false // listed under the writer's name
+				}
+				out.Holds = append(out.Holds, h)
+			case KindRead:
+				out.Holds = append(out.Holds, h)
+			}
+		}
+		out.WritersWaiting = info.WritersWaiting
+	}
+	return out, len(out.Holds) > 0
+}
+
+// globEscape escapes the Redis glob characters of s.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// Evict takes every hold of key away — its lock's lease, its semaphore's
+// permits, its read-write lock's holds — for an operator whose holder is
+// stuck. It raises the fence of each primitive that had holders, so that
+// storage which checks fences rejects the evicted holders' late writes as
+// it would a deposed holder's, and wakes the waiters. A holder is told
+// (Lost closes, Do's context is cancelled) when its next renewal finds its
+// hold gone: within a third of its TTL if it renews, and its late writes
+// are fenced out meanwhile. Evict returns what Inspect showed just before
+// the eviction; a key with no holds is ErrNotHeld and nothing changes.
+func (c *Client) Evict(ctx context.Context, key string) (Info, error) {
+	info, err := c.Inspect(ctx, key)
+	if err != nil {
+		return Info{}, err
+	}
+	ev, ok := c.be.(evicter)
+	if !ok {
+		return Info{}, fmt.Errorf("%w: this backend cannot evict", ErrInvalidOption)
+	}
+	n, err := ev.evict(ctx, c.names(key), c.semNames(key, 1), c.kindNames(key, rwWrite))
+	if err != nil {
+		return Info{}, fmt.Errorf("%w: evict %q: %w", ErrUnavailable, key, err)
+	}
+	if n == 0 {
+		return Info{}, fmt.Errorf("%w: %q: nothing holds it", ErrNotHeld, key)
+	}
+	return info, nil
+}
+
+func (b *redisBackend) scanNames(ctx context.Context, pattern string, fn func(string) bool) error {
+	var servers []redis.Cmdable
+	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		err := cc.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+			mu.Lock()
+			servers = append(servers, m)
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	} else {
+		servers = []redis.Cmdable{b.rdb}
+	}
+	for _, s := range servers { // one at a time: fn is called serially
+		it := s.Scan(ctx, 0, pattern, 500).Iterator()
+		for it.Next(ctx) {
+			if !fn(it.Val()) {
+				return nil
+			}
+		}
+		if err := it.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *redisBackend) evict(ctx context.Context, mutex, sem, rw names) (int, error) {
+	n, err := evictScript.Run(ctx, b.rdb, []string{mutex.lease, mutex.fence, sem.lease, sem.vals, sem.fence,
+		rw.lease, rw.readers, rw.vals, rw.fence}, retentionArg).Int()
+	return n, err
+}
+
+func (b *redlockBackend) scanNames(ctx context.Context, pattern string, fn func(string) bool) error {
+	stopped := false
+	for _, n := range b.nodes {
+		err := n.scanNames(ctx, pattern, func(name string) bool {
+			stopped = !fn(name)
+			return !stopped
+		})
+		if err != nil {
+			return err
+		}
+		if stopped {
+			return nil
+		}
+	}
+	return nil
+}
+
+// evict removes the lease from every node that answers; a majority must.
+func (b *redlockBackend) evict(ctx context.Context, mutex, sem, rw names) (int, error) {
+	var mu sync.Mutex
+	most, answered := 0, 0
+	var failed []nodeReply
+	unanswered := b.fanout(ctx, time.Second, func(ctx context.Context, i int) nodeReply {
+		n, err := b.nodes[i].evict(ctx, mutex, sem, rw)
+		mu.Lock()
+		most = max(most, n)
+		mu.Unlock()
+		return nodeReply{err: err}
+	}, func(r nodeReply) bool {
+		if r.err != nil {
+			failed = append(failed, r)
+		} else {
+			answered++
+		}
+		return false
+	})
+	if answered < b.quorum {
+		return 0, b.quorumError("evict", answered, append(failed, unanswered...))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return most, nil
+}
+
+func (m *memoryBackend) scanNames(_ context.Context, _ string, fn func(string) bool) error {
+	m.mu.Lock()
+	names := make([]string, 0, len(m.leases)+len(m.sems))
+	for name := range m.leases {
+		names = append(names, name)
+	}
+	for name := range m.sems {
+		names = append(names, name)
+	}
+	m.mu.Unlock()
+	slices.Sort(names)
+	for _, name := range names {
+		if !fn(name) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func (m *memoryBackend) evict(_ context.Context, mutex, sem, rw names) (int, error) {
+	m.mu.Lock()
+	now := time.Now()
+	n := 0
+	var woken []string
+	if _, ok := m.live(mutex.lease, now); ok {
+		delete(m.leases, mutex.lease)
+		m.fences[mutex.fence]++
+		n++
+		woken = append(woken, mutex.lease)
+	}
+	if ps := m.permits(sem, now); len(ps) > 0 {
+		n += len(ps)
+		delete(m.sems, sem.lease)
+		m.fences[sem.fence]++
+		woken = append(woken, sem.lease)
+	}
+	rwn := len(m.permits(readerNames(rw), now))
+	if _, ok := m.live(rw.lease, now); ok {
+		rwn++
+	}
+	if rwn > 0 {
+		delete(m.leases, rw.lease)
+		delete(m.sems, rw.readers)
+		m.fences[rw.fence]++
+		n += rwn
+		woken = append(woken, rw.lease)
+	}
+	m.mu.Unlock()
+	for _, ch := range woken {
+		m.nt.deliver(ch, "r:")
+	}
+	return n, nil
+}
