@@ -94,6 +94,7 @@ type acquireResult struct {
 	acquired  bool          // the lease is ours (new, or re-entered with the same token)
 	fence     int64         // the lease's fence, when acquired
 	holderTTL time.Duration // the holder's remaining TTL, when held (<0: unknown)
+	queued    bool          // held, and the caller joined the fair queue (waiters queue already)
 }
 
 // extendReq is one renewal in a batch; the backend fills the rest. An
@@ -145,7 +146,8 @@ type allResult struct {
 // A backend stores leases. All methods are safe for concurrent use.
 type backend interface {
 	// acquire tries once. fair: serve in arrival order; enqueue: join the
-	// fair queue when not served.
+	// fair queue when not served — and, not fair, when waiters queue
+	// already (result.queued; the caller is fair from then on).
 	acquire(ctx context.Context, n names, token, value string, ttl time.Duration, fair, enqueue bool) (acquireResult, error)
 	// extend renews every request, pipelined where the store allows.
 	extend(ctx context.Context, reqs []extendReq)

@@ -226,7 +226,18 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 			return fail(fmt.Errorf("retry budget of %d exhausted", s.retryBudget))
 		}
 		if retries > 0 { // the first retry follows join at once
-			timer.Reset(fallbackDelay(holderTTL, queued))
+			d := fallbackDelay(holderTTL, queued)
+			if !queued && c.canQueue(n) {
+				// Come back when starving, to queue: while waiters queue,
+				// a release grants the key to the first of them and wakes
+				// nobody else.
+				if left := starvationThreshold - time.Since(start); left > 0 {
+					d = min(d, left+time.Millisecond)
+				} else {
+					d = 0
+				}
+			}
+			timer.Reset(d)
 			select {
 			case <-w.wake:
 			case <-timer.C:
@@ -260,6 +271,7 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 			return h, nil
 		}
 		holderTTL = ttl
+		queued = queued || s.fair // it joined waiters already queued
 	}
 }
 
@@ -267,7 +279,8 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 // competes with newcomers before it queues, as a WithFair waiter does: a
 // release then grants the key to the queue's head. As in Go's sync.Mutex,
 // barging keeps short waits fast, and nobody waits behind a stream of
-// luckier callers for long.
+// luckier callers for long; and while waiters queue, a newcomer that will
+// wait joins them at once (the key goes to them in arrival order anyway).
 const starvationThreshold = 50 * time.Millisecond
 
 // canQueue reports whether waiters of n may queue: a mutex or a
@@ -348,6 +361,9 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 		return nil, 0, fmt.Errorf("%w: acquire %q: %w", ErrUnavailable, key, err)
 	}
 	if !r.acquired {
+		if r.queued { // it joined the waiters already queued: fair from now on
+			s.fair = true
+		}
 		return nil, r.holderTTL, nil
 	}
 	h := c.register(ctx, key, n, tok, r.fence, s, start)

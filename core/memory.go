@@ -150,6 +150,10 @@ func (m *memoryBackend) acquire(_ context.Context, n names, token, value string,
 		if fair && enqueue {
 			m.enqueue(n, token, now)
 		}
+		if !fair && enqueue && m.queue(n, now) != nil { // waiters queue: join them
+			m.enqueue(n, token, now)
+			return acquireResult{holderTTL: ml.expires.Sub(now), queued: true}, nil
+		}
 		return acquireResult{holderTTL: ml.expires.Sub(now)}, nil
 	}
 	if q != nil {

@@ -59,7 +59,7 @@ var (
 	evictLua string
 
 	// Each script is the shared helpers it uses followed by its body.
-	acquireScript      = redis.NewScript(libOwns + libFence + acquireLua)
+	acquireScript      = redis.NewScript(libOwns + libFence + libQueue + acquireLua)
 	acquireFairScript  = redis.NewScript(libOwns + libFence + libQueue + acquireFairLua)
 	extendScript       = redis.NewScript(libOwns + extendLua)
 	releaseScript      = redis.NewScript(libOwns + libFence + libQueue + releaseLua)
@@ -153,6 +153,9 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 		}
 		script, keys = acquireFairScript, []string{n.lease, n.fence, n.queue, n.dues}
 		args = append(args, entryTTLArg, join)
+	case enqueue:
+		keys = append(keys, n.queue, n.dues)
+		args = append(args, entryTTLArg)
 	}
 	if b.ackN > 0 {
 		return b.acquireAcked(ctx, n, token, script, keys, args)
@@ -241,7 +244,7 @@ func parseAcquire(v []int64) (acquireResult, error) {
 	if v[1] < 0 {
 		ttl = -1
 	}
-	return acquireResult{holderTTL: ttl}, nil
+	return acquireResult{holderTTL: ttl, queued: v[0] == 3}, nil
 }
 
 func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
