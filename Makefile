@@ -7,7 +7,7 @@ GO        ?= go
 # Every module of the repository (see README, "Modules"): the root holds core,
 # cronlock and httpidem; heavy adapters have modules of their own so that a
 # program importing core does not see their dependencies.
-MODULES   := . ./dbguard ./echomw ./temporallock ./otel ./examples ./bench
+MODULES   := . ./dbguard ./echomw ./grpcmw ./temporallock ./otel ./examples ./bench
 PKGS      := ./...
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
