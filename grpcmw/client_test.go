@@ -154,7 +154,7 @@ func TestClientRetryGetsTheStoredResult(t *testing.T) {
 	if err != nil || r.GetRun() != 1 || runs.Load() != 1 || attempts.Load() != 2 {
 		t.Fatalf("%v %v; runs %d, attempts %d: want one run, answered on the second attempt", r, err, runs.Load(), attempts.Load())
 	}
-	if hdr.Get(grpcmw.MetadataReplayed)[0] != "true" {
+	if mdValue(hdr, grpcmw.MetadataReplayed) != "true" {
 		t.Errorf("header %v, want the replay marked", hdr)
 	}
 }

@@ -68,7 +68,7 @@ func TestLimit(t *testing.T) {
 		var hdr metadata.MD
 		_, err := client.Deduct(as(t, "A", ""), &testpb.DeductRequest{Sku: "slow"}, grpc.Header(&hdr))
 		isStatus(t, err, codes.ResourceExhausted, grpcmw.ReasonLimited)
-		if d, ok := grpcmw.RetryDelay(err); !ok || d != time.Second || hdr.Get(grpcmw.MetadataRetryAfter)[0] != "1" {
+		if d, ok := grpcmw.RetryDelay(err); !ok || d != time.Second || mdValue(hdr, grpcmw.MetadataRetryAfter) != "1" {
 			t.Errorf("RetryInfo %v %v, header %v; want 1s", d, ok, hdr)
 		}
 		// Another tenant, and calls the Key exempts, are not held up.

@@ -156,7 +156,7 @@ func TestLockBusyAndWait(t *testing.T) {
 		var hdr metadata.MD
 		_, err := noWait.Deduct(as(t, "", ""), &testpb.DeductRequest{Sku: "slow-1"}, grpc.Header(&hdr))
 		isStatus(t, err, codes.Aborted, grpcmw.ReasonLocked)
-		if d, ok := grpcmw.RetryDelay(err); !ok || d != 2*time.Second || hdr.Get(grpcmw.MetadataRetryAfter)[0] != "2" {
+		if d, ok := grpcmw.RetryDelay(err); !ok || d != 2*time.Second || mdValue(hdr, grpcmw.MetadataRetryAfter) != "2" {
 			t.Errorf("RetryInfo %v %v, header %v; want 2s", d, ok, hdr)
 		}
 		start := time.Now()
@@ -263,7 +263,7 @@ func TestLockStreams(t *testing.T) {
 			_, err = busy.Recv()
 		}
 		isStatus(t, err, codes.Aborted, grpcmw.ReasonLocked)
-		if hdr.Get(grpcmw.MetadataRetryAfter)[0] != "1" {
+		if mdValue(hdr, grpcmw.MetadataRetryAfter) != "1" {
 			t.Errorf("header %v, want retry-after: 1", hdr)
 		}
 		// A stream with a key has its lock's fence in its context; one
