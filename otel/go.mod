@@ -8,6 +8,8 @@ replace github.com/latchkey/latchkey/dbguard => ../dbguard
 
 replace github.com/latchkey/latchkey/echomw => ../echomw
 
+replace github.com/latchkey/latchkey/grpcmw => ../grpcmw
+
 replace github.com/latchkey/latchkey/temporallock => ../temporallock
 
 require (
@@ -16,6 +18,7 @@ require (
 	github.com/latchkey/latchkey v0.0.0-00010101000000-000000000000
 	github.com/latchkey/latchkey/dbguard v0.0.0-00010101000000-000000000000
 	github.com/latchkey/latchkey/echomw v0.0.0-00010101000000-000000000000
+	github.com/latchkey/latchkey/grpcmw v0.0.0-00010101000000-000000000000
 	github.com/latchkey/latchkey/temporallock v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/extra/redisotel/v9 v9.23.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -26,6 +29,8 @@ require (
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
 	go.uber.org/goleak v1.3.0
+	google.golang.org/grpc v1.83.2
+	google.golang.org/protobuf v1.36.11
 	modernc.org/sqlite v1.62.0
 )
 
@@ -68,8 +73,6 @@ require (
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260526163538-3dc84a4a5aaa // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260526163538-3dc84a4a5aaa // indirect
-	google.golang.org/grpc v1.83.2 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect

@@ -12,19 +12,21 @@ import (
 )
 
 // DecisionStart implements httpidem.Observer, for the middlewares of
-// packages httpidem and echomw. It starts a span named after the decision's
-// kind (latchkey.idempotency, latchkey.daily, latchkey.paramlock) as a child
-// of ctx's span (the HTTP request's). It returns a context carrying that
-// span, which the middleware uses for its store calls, so the Redis command
-// spans of go-redis's own OpenTelemetry hook, and the lock spans of an
-// observed core.Client, nest under it. The handler that runs under the
-// decision nests under it too.
+// packages httpidem and echomw and the interceptors of package grpcmw. It
+// starts a span named after the decision's kind (latchkey.idempotency,
+// latchkey.daily, latchkey.paramlock, latchkey.limit) as a child of ctx's
+// span (the HTTP request's or the gRPC call's). It returns a context
+// carrying that span, which the middleware uses for its store calls, so the
+// Redis command spans of go-redis's own OpenTelemetry hook, and the lock
+// spans of an observed core.Client, nest under it. The handler that runs
+// under the decision nests under it too.
 //
 // The returned func ends the span with the request's last outcome
 // (latchkey.outcome), its scope (latchkey.http.scope, when not empty), and
 // counts the request in latchkey.idempotency.requests or
-// latchkey.daily.claims. ParamLock's locks are measured by the core.Client's
-// own metrics, so a paramlock decision has a span and no metric.
+// latchkey.daily.claims. The locks of ParamLock (and grpcmw's Lock) and the
+// permits of Limit are measured by the core.Client's own metrics, so their
+// decisions have a span and no metric.
 //
 // A duplicate, a replay, a request in flight elsewhere, a mismatch, a
 // contended lock, an invalid request (a 4xx) and a response not stored by
