@@ -49,9 +49,10 @@
 //     so no table is kept.
 //   - latchkey.cron.run: one cronlock tick on this node — job, planned
 //     time, node, outcome (ran, skipped, failed, lost), skip reason, fence.
-//   - latchkey.idempotency, latchkey.daily, latchkey.paramlock: what an
-//     httpidem or echomw middleware decided for one request, a child of
-//     the request's span. The span starts before the middleware's first
+//   - latchkey.idempotency, latchkey.daily, latchkey.paramlock,
+//     latchkey.limit: what an httpidem or echomw middleware decided for one
+//     request, or a grpcmw interceptor for one call, a child of the
+//     request's (the call's) span. The span starts before the middleware's first
 //     store call and carries its store calls (Redis command spans, the
 //     lease's latchkey.acquire and latchkey.release when the store's
 //     core.Client is observed), the handler when it runs under the
