@@ -36,6 +36,10 @@ func (s *inventory) Deduct(ctx context.Context, req *testpb.DeductRequest) (*tes
 	return &testpb.DeductReply{Sku: req.GetSku(), Left: 100 - req.GetQty(), Run: s.runs.Add(1)}, nil
 }
 
+func (s *inventory) Watch(req *testpb.WatchRequest, ss grpc.ServerStreamingServer[testpb.Level]) error {
+	return ss.Send(&testpb.Level{Sku: req.GetSku(), Qty: 100})
+}
+
 // start serves svc with opts on an in-memory listener and returns a
 // client made with copts, and a func that stops both.
 func start(svc testpb.StockServer, opts []grpc.ServerOption, copts ...grpc.DialOption) (testpb.StockClient, func()) {
@@ -330,4 +334,81 @@ func ExampleAuthorizationPrincipal() {
 	// Output:
 	// authz: 38 true
 	// no authorization metadata (set IdempotencyConfig.Principal to identify callers another way)
+}
+
+// This example locks streams. A stream's key comes from its context — here
+// the x-sku metadata — since its messages are its handler's to read.
+func ExampleLock_StreamServerInterceptor() {
+	locks, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+	lock, err := grpcmw.NewLock(grpcmw.LockConfig{Locks: locks,
+		Key: func(ctx context.Context, fullMethod string, req any) (string, error) {
+			md, _ := metadata.FromIncomingContext(ctx)
+			if sku := md.Get("x-sku"); len(sku) == 1 {
+				return sku[0], nil
+			}
+			return "", status.Error(codes.InvalidArgument, "x-sku metadata required")
+		}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, stop := start(&inventory{}, []grpc.ServerOption{grpc.ChainStreamInterceptor(lock.StreamServerInterceptor())})
+	defer stop()
+
+	ctx := context.Background()
+	watch := func() {
+		s, err := client.Watch(metadata.AppendToOutgoingContext(ctx, "x-sku", "sku-42"), &testpb.WatchRequest{Sku: "sku-42"})
+		if err != nil {
+			log.Fatal(err)
+		}
+		lvl, err := s.Recv()
+		fmt.Println(lvl.GetQty(), status.Code(err), grpcmw.Reason(err))
+	}
+	held, err := locks.TryLock(ctx, "grpc|key=sku-42") // a restock holds sku-42
+	if err != nil {
+		log.Fatal(err)
+	}
+	watch()
+	held.Release(ctx)
+	watch()
+	// Output:
+	// 0 Aborted RESOURCE_LOCKED
+	// 100 OK
+}
+
+// This example lets each user hold one stream at a time.
+func ExampleLimit_StreamServerInterceptor() {
+	locks, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+	limit, err := grpcmw.NewLimit(grpcmw.LimitConfig{Locks: locks, Limit: 1, Name: "streams",
+		Key: func(ctx context.Context, fullMethod string, req any) (string, error) { return user(ctx) }})
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, stop := start(&inventory{}, []grpc.ServerOption{grpc.ChainStreamInterceptor(limit.StreamServerInterceptor())})
+	defer stop()
+
+	ctx := context.Background()
+	open, err := locks.Semaphore("streams|ann", 1).TryAcquire(ctx) // ann's stream open elsewhere
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer open.Release(ctx)
+	for _, who := range []string{"ann", "bob"} {
+		s, err := client.Watch(metadata.AppendToOutgoingContext(ctx, "x-user", who), &testpb.WatchRequest{Sku: "sku-1"})
+		if err != nil {
+			log.Fatal(err)
+		}
+		_, err = s.Recv()
+		fmt.Println(who+":", status.Code(err), grpcmw.Reason(err))
+	}
+	// Output:
+	// ann: ResourceExhausted LIMIT_REACHED
+	// bob: OK
 }
