@@ -49,6 +49,11 @@ const (
 	rwWrite = -2
 )
 
+// since names the hash of the queue's arrival times (token -> ms): the
+// queue's name plus "s" ("…:qs"; a semaphore's "…:sem:qs", a read-write
+// lock's "…:rw:qs"). Built when needed: it is not on the hot path.
+func (n names) since() string { return n.queue + "s" }
+
 // rw reports whether n names a read-write lock.
 func (n names) rw() bool { return n.limit == rwRead || n.limit == rwWrite }
 
@@ -124,6 +129,14 @@ type healer interface {
 	heal(ctx context.Context, n names, value string, ttl time.Duration, nodes []int)
 }
 
+// holdsInfo is what holds reports of a key's semaphore and read-write lock.
+type holdsInfo struct {
+	holds                []Hold
+	writers              int           // writers waiting
+	permitWaiters        int           // permit waiters queued
+	writerAge, permitAge time.Duration // how long the first of each has waited
+}
+
 // An allAcquirer is a backend that can take several mutex leases in one
 // atomic step (LockAll).
 type allAcquirer interface {
@@ -160,7 +173,7 @@ type backend interface {
 	// holds lists a key's semaphore permits and read-write holds (sem and
 	// rw name them), how many writers wait and how many permit waiters
 	// queue; nil for a backend without those primitives.
-	holds(ctx context.Context, sem, rw names) (hs []Hold, writers, permitWaiters int, err error)
+	holds(ctx context.Context, sem, rw names) (holdsInfo, error)
 	// subscribe asks for release notifications on channel; the backend
 	// calls notifier.confirm when they flow and notifier.deliver on each.
 	subscribe(ctx context.Context, channel string) error

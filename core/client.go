@@ -456,10 +456,12 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("%w: inspect %q: %w", ErrUnavailable, key, err)
 	}
-	info.Holds, info.WritersWaiting, info.PermitWaiters, err = c.be.holds(ctx, c.semNames(key, 1), c.kindNames(key, rwWrite))
+	hi, err := c.be.holds(ctx, c.semNames(key, 1), c.kindNames(key, rwWrite))
 	if err != nil {
 		return Info{}, fmt.Errorf("%w: inspect %q: %w", ErrUnavailable, key, err)
 	}
+	info.Holds, info.WritersWaiting, info.PermitWaiters = hi.holds, hi.writers, hi.permitWaiters
+	info.WriterOldestWait, info.PermitOldestWait = hi.writerAge, hi.permitAge
 	info.Key = key
 	return info, nil
 }

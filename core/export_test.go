@@ -16,7 +16,7 @@ var (
 func StorageNames(prefix, key string) []string {
 	c := &Client{cfg: clientConfig{prefix: prefix}}
 	n := c.names(key)
-	return []string{n.lease, n.fence, n.queue, n.dues}
+	return []string{n.lease, n.fence, n.queue, n.dues, n.since()}
 }
 
 // mustNew returns v, or panics with err.

@@ -13,7 +13,9 @@ type Info struct {
 	Metadata string        // the holder's WithMetadata, when held
 	Fence    int64         // the holder's fence when held, else the last fence issued (0: none)
 	TTL      time.Duration // the lease's remaining time, when held (-1: no expiry)
-	Waiters  int           // fair-mode waiters queued (WithFair)
+	Waiters  int           // waiters queued for the lock (WithFair, or waiting 50 ms or more)
+	// OldestWait is how long the first of them has waited (0: none).
+	OldestWait time.Duration
 
 	// Holds are the key's other holds: its Semaphore's permits (Kind
 	// "permit", the earliest to expire first), its RWMutex's write hold
@@ -23,12 +25,16 @@ type Info struct {
 	// (Token names the waiter); Observe does not report it as a holder.
 	granted bool
 
-	// WritersWaiting is how many writers wait for the key's RWMutex.
-	WritersWaiting int
+	// WritersWaiting is how many writers wait for the key's RWMutex, and
+	// WriterOldestWait how long the first of them has waited.
+	WritersWaiting   int
+	WriterOldestWait time.Duration
 	// PermitWaiters is how many waiters queue for a permit of the key's
 	// Semaphore: those with WithFair, and those that waited long enough
 	// to queue (see Semaphore).
 	PermitWaiters int
+	// PermitOldestWait is how long the first of them has waited.
+	PermitOldestWait time.Duration
 }
 
 // A Hold is one holder of a key's semaphore or read-write lock.

@@ -48,6 +48,15 @@ type memoryBackend struct {
 type memQueue struct {
 	order []string
 	due   map[string]time.Time
+	since map[string]time.Time // when each joined
+}
+
+// age is how long the queue's first waiter has waited.
+func (q *memQueue) age(now time.Time) time.Duration {
+	if q == nil || len(q.order) == 0 {
+		return 0
+	}
+	return now.Sub(q.since[q.order[0]])
 }
 
 // queue returns the live queue of n, dropping expired heads. Called with
@@ -64,6 +73,7 @@ func (m *memoryBackend) queue(n names, now time.Time) *memQueue {
 		}
 		q.order = q.order[1:]
 		delete(q.due, head)
+		delete(q.since, head)
 	}
 	if len(q.order) == 0 {
 		delete(m.queues, n.queue)
@@ -75,11 +85,12 @@ func (m *memoryBackend) queue(n names, now time.Time) *memQueue {
 func (m *memoryBackend) enqueue(n names, token string, now time.Time) {
 	q := m.queues[n.queue]
 	if q == nil {
-		q = &memQueue{due: make(map[string]time.Time)}
+		q = &memQueue{due: make(map[string]time.Time), since: make(map[string]time.Time)}
 		m.queues[n.queue] = q
 	}
 	if _, ok := q.due[token]; !ok {
 		q.order = append(q.order, token)
+		q.since[token] = now
 	}
 	q.due[token] = now.Add(fairEntryTTL)
 }
@@ -94,6 +105,7 @@ func (m *memoryBackend) leaveQueue(n names, token string) bool {
 		return false
 	}
 	delete(q.due, token)
+	delete(q.since, token)
 	for i, t := range q.order {
 		if t == token {
 			q.order = append(q.order[:i:i], q.order[i+1:]...)
@@ -270,6 +282,7 @@ func (m *memoryBackend) inspect(_ context.Context, n names) (Info, error) {
 	}
 	if q := m.queue(n, now); q != nil {
 		info.Waiters = len(q.order)
+		info.OldestWait = q.age(now)
 	}
 	return info, nil
 }

@@ -112,7 +112,7 @@ func (m *memoryBackend) rwRelease(n names, token string, now time.Time) (bool, s
 	return ok, "r:"
 }
 
-func (m *memoryBackend) holds(_ context.Context, sem, rw names) ([]Hold, int, int, error) {
+func (m *memoryBackend) holds(_ context.Context, sem, rw names) (holdsInfo, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
@@ -131,14 +131,14 @@ func (m *memoryBackend) holds(_ context.Context, sem, rw names) ([]Hold, int, in
 		hs = append(hs, Hold{Kind: KindWrite, Token: tok, Metadata: meta, Fence: m.fences[rw.fence], TTL: ml.expires.Sub(now)})
 	}
 	add(KindRead, m.permits(readerNames(rw), now))
-	waiting := 0
+	hi := holdsInfo{holds: hs}
 	if m.writersWaiting(rw, now) {
-		waiting = len(m.queues[rw.queue].order)
+		q := m.queues[rw.queue]
+		hi.writers, hi.writerAge = len(q.order), q.age(now)
 	}
 	m.pruneQueue(sem, now)
-	var queued int
 	if q := m.queues[sem.queue]; q != nil {
-		queued = len(q.order)
+		hi.permitWaiters, hi.permitAge = len(q.order), q.age(now)
 	}
-	return hs, waiting, queued, nil
+	return hi, nil
 }

@@ -121,6 +121,7 @@ func (m *memoryBackend) pruneQueue(n names, now time.Time) {
 	q.order = slices.DeleteFunc(q.order, func(t string) bool {
 		if now.After(q.due[t]) {
 			delete(q.due, t)
+			delete(q.since, t)
 			return true
 		}
 		return false

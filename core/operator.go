@@ -32,9 +32,10 @@ type evicter interface {
 
 // Scan lists the keys under the Client's prefix that are held now, as
 // Inspect describes them, one Info per primitive of a key: its lock (Held,
-// Token, Metadata, Fence, TTL, Waiters; Holds empty), its semaphore (Holds
-// of kind permit, PermitWaiters) or its read-write lock (Holds of kinds
-// read and write, WritersWaiting). A key used as a lock and a semaphore
+// Token, Metadata, Fence, TTL, Waiters, OldestWait; Holds empty), its
+// semaphore (Holds of kind permit, PermitWaiters, PermitOldestWait) or its
+// read-write lock (Holds of kinds read and write, WritersWaiting,
+// WriterOldestWait). A key used as a lock and a semaphore
 // comes twice. match is a path.Match pattern for the keys ("" or "*": all;
 // a bad pattern is ErrInvalidOption). Keys are read as the scan finds them
 // (SCAN on every master of a Cluster), so memory stays flat however many
@@ -121,8 +122,8 @@ func (info Info) only(anchor Kind) (Info, bool) {
 	out := Info{Key: info.Key}
 	switch anchor {
 	case KindLock:
-		out.Held, out.Token, out.Metadata, out.Fence, out.TTL, out.Waiters, out.granted =
-			info.Held, info.Token, info.Metadata, info.Fence, info.TTL, info.Waiters, info.granted
+		out.Held, out.Token, out.Metadata, out.Fence, out.TTL, out.Waiters, out.OldestWait, out.granted =
+			info.Held, info.Token, info.Metadata, info.Fence, info.TTL, info.Waiters, info.OldestWait, info.granted
 		return out, out.Held
 	case KindPermit:
 		for _, h := range info.Holds {
@@ -130,7 +131,7 @@ func (info Info) only(anchor Kind) (Info, bool) {
 				out.Holds = append(out.Holds, h)
 			}
 		}
-		out.PermitWaiters = info.PermitWaiters
+		out.PermitWaiters, out.PermitOldestWait = info.PermitWaiters, info.PermitOldestWait
 	default: // the read-write lock, once: under its writer, or its readers when no writer holds
 		for _, h := range info.Holds {
 			switch h.Kind {
@@ -143,7 +144,7 @@ func (info Info) only(anchor Kind) (Info, bool) {
 				out.Holds = append(out.Holds, h)
 			}
 		}
-		out.WritersWaiting = info.WritersWaiting
+		out.WritersWaiting, out.WriterOldestWait = info.WritersWaiting, info.WriterOldestWait
 	}
 	return out, len(out.Holds) > 0
 }

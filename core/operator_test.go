@@ -173,3 +173,69 @@ func TestScanAndEvictRedlock(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectWaitAges: Inspect tells how long the first queued waiter of a
+// lock, a semaphore and a read-write lock has waited.
+func TestInspectWaitAges(t *testing.T) {
+	semBackends(t, func(t *testing.T, newClient func() *core.Client, _ redis.UniversalClient) {
+		c, w := newClient(), newClient()
+		defer c.Close()
+		defer w.Close()
+		ctx := ctxFor(t, 20*time.Second)
+		lock, err := c.TryLock(ctx, "age")
+		if err != nil {
+			t.Fatal(err)
+		}
+		permit, _ := c.Semaphore("age", 1).TryAcquire(ctx)
+		reader, _ := c.RWMutex("age").TryRLock(ctx)
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		done := make(chan struct{}, 3)
+		go func() { w.Lock(wctx, "age", core.WithFair()); done <- struct{}{} }()
+		go func() { w.Semaphore("age", 1).Acquire(wctx, core.WithFair()); done <- struct{}{} }()
+		go func() { w.RWMutex("age").Lock(wctx); done <- struct{}{} }()
+		waitUntil(t, "three waiters queued", func() bool {
+			info, err := c.Inspect(ctx, "age")
+			return err == nil && info.Waiters == 1 && info.PermitWaiters == 1 && info.WritersWaiting == 1
+		})
+		time.Sleep(100 * time.Millisecond)
+		info, err := c.Inspect(ctx, "age")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for what, age := range map[string]time.Duration{
+			"lock": info.OldestWait, "permit": info.PermitOldestWait, "writer": info.WriterOldestWait,
+		} {
+			if age < 100*time.Millisecond || age > 15*time.Second {
+				t.Errorf("the %s waiter has waited %v by Inspect, want at least the 100 ms slept", what, age)
+			}
+		}
+		var scanned int
+		for i, err := range c.Scan(ctx, "age") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i.OldestWait+i.PermitOldestWait+i.WriterOldestWait < 100*time.Millisecond {
+				t.Errorf("Scan's entry has no wait age: %+v", i)
+			}
+			scanned++
+		}
+		if scanned != 3 {
+			t.Errorf("Scan listed %d entries for the key, want 3 (lock, semaphore, read-write lock)", scanned)
+		}
+		stop()
+		for range 3 {
+			<-done
+		}
+		lock.Release(ctx)
+		permit.Release(ctx)
+		reader.Release(ctx)
+		info, err = c.Inspect(ctx, "age")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Waiters+info.PermitWaiters+info.WritersWaiting != 0 || info.OldestWait+info.PermitOldestWait+info.WriterOldestWait != 0 {
+			t.Errorf("after the waiters gave up: %+v", info)
+		}
+	})
+}

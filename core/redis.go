@@ -63,7 +63,7 @@ var (
 	acquireFairScript  = redis.NewScript(libOwns + libFence + libQueue + acquireFairLua)
 	extendScript       = redis.NewScript(libOwns + extendLua)
 	releaseScript      = redis.NewScript(libOwns + libFence + libQueue + releaseLua)
-	inspectScript      = redis.NewScript(inspectLua)
+	inspectScript      = redis.NewScript(libQueue + inspectLua)
 	fenceMaxScript     = redis.NewScript(fenceMaxLua)
 	semAcquireScript   = redis.NewScript(libFence + libQueue + libSem + semAcquireLua)
 	semExtendScript    = redis.NewScript(libQueue + libSem + semExtendLua)
@@ -135,7 +135,7 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 		if fair && enqueue {
 			join = "1"
 		}
-		script, keys = semAcquireScript, []string{n.lease, n.fence, n.vals, n.queue, n.dues}
+		script, keys = semAcquireScript, []string{n.lease, n.fence, n.vals, n.queue, n.dues, n.since()}
 		args = append(args, n.limit, entryTTLArg, join)
 	case n.limit == rwRead:
 		script, keys = rwRLockScript, []string{n.lease, n.readers, n.vals, n.queue, n.fence}
@@ -144,17 +144,17 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 		if enqueue {
 			join = "1"
 		}
-		script, keys = rwLockScript, []string{n.lease, n.readers, n.vals, n.queue, n.fence, n.dues}
+		script, keys = rwLockScript, []string{n.lease, n.readers, n.vals, n.queue, n.fence, n.dues, n.since()}
 		args = append(args, entryTTLArg, join)
 	case fair:
 		join := "0"
 		if enqueue {
 			join = "1"
 		}
-		script, keys = acquireFairScript, []string{n.lease, n.fence, n.queue, n.dues}
+		script, keys = acquireFairScript, []string{n.lease, n.fence, n.queue, n.dues, n.since()}
 		args = append(args, entryTTLArg, join)
 	case enqueue:
-		keys = append(keys, n.queue, n.dues)
+		keys = append(keys, n.queue, n.dues, n.since())
 		args = append(args, entryTTLArg)
 	}
 	if b.ackN > 0 {
@@ -322,7 +322,7 @@ func (b *redisBackend) release(ctx context.Context, n names, token string) (bool
 // releaseNonce is release with the nonce its notification carries.
 func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce string) (bool, error) {
 	if n.limit > 0 {
-		v, err := semReleaseScript.Run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues}, token).Int64()
+		v, err := semReleaseScript.Run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since()}, token).Int64()
 		return v == 1, err
 	}
 	if n.rw() {
@@ -330,10 +330,10 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 		if n.limit == rwWrite {
 			hold = "w"
 		}
-		v, err := rwUnlockScript.Run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue, n.dues}, token, hold).Int64()
+		v, err := rwUnlockScript.Run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since()}, token, hold).Int64()
 		return v == 1, err
 	}
-	v, err := releaseScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues},
+	v, err := releaseScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues, n.since()},
 		token, claimArg, retentionArg, nonce).Int64()
 	return v == 1, err
 }
@@ -360,11 +360,11 @@ func (b *redisBackend) shard(ctx context.Context, key string) string {
 }
 
 func (b *redisBackend) inspect(ctx context.Context, n names) (Info, error) {
-	v, err := inspectScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue}).Slice()
+	v, err := inspectScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues, n.since()}).Slice()
 	if err != nil {
 		return Info{}, err
 	}
-	if len(v) != 4 {
+	if len(v) != 5 {
 		return Info{}, fmt.Errorf("core: unexpected inspect reply %v", v)
 	}
 	var info Info
@@ -384,29 +384,36 @@ func (b *redisBackend) inspect(ctx context.Context, n names) (Info, error) {
 	if q, ok := v[3].(int64); ok {
 		info.Waiters = int(q)
 	}
+	if ms, ok := v[4].(int64); ok {
+		info.OldestWait = time.Duration(ms) * time.Millisecond
+	}
 	return info, nil
 }
 
-func (b *redisBackend) holds(ctx context.Context, sem, rw names) ([]Hold, int, int, error) {
+func (b *redisBackend) holds(ctx context.Context, sem, rw names) (holdsInfo, error) {
 	v, err := inspectHoldsScript.Run(ctx, b.rdb,
-		[]string{sem.lease, sem.vals, rw.lease, rw.readers, rw.vals, rw.queue, rw.fence, sem.dues}).Slice()
+		[]string{sem.lease, sem.vals, rw.lease, rw.readers, rw.vals, rw.queue, rw.fence, sem.dues,
+			sem.queue, sem.since(), rw.dues, rw.since()}).Slice()
 	if err != nil {
-		return nil, 0, 0, err
+		return holdsInfo{}, err
 	}
-	if len(v) < 2 || (len(v)-2)%3 != 0 {
-		return nil, 0, 0, fmt.Errorf("core: unexpected inspect reply %v", v)
+	if len(v) < 4 || (len(v)-4)%3 != 0 {
+		return holdsInfo{}, fmt.Errorf("core: unexpected inspect reply %v", v)
 	}
-	waiting, _ := v[0].(int64)
-	queued, _ := v[1].(int64)
-	var hs []Hold
-	for i := 2; i+2 < len(v); i += 3 {
+	var n [4]int64
+	for i := range n {
+		n[i], _ = v[i].(int64)
+	}
+	hi := holdsInfo{writers: int(n[0]), permitWaiters: int(n[1]),
+		writerAge: time.Duration(n[2]) * time.Millisecond, permitAge: time.Duration(n[3]) * time.Millisecond}
+	for i := 4; i+2 < len(v); i += 3 {
 		kind, _ := v[i].(string)
 		fv, _ := v[i+1].(string)
 		ms, _ := v[i+2].(string)
 		left, _ := strconv.ParseInt(ms, 10, 64)
-		hs = append(hs, parseHold(Kind(kind), fv, left))
+		hi.holds = append(hi.holds, parseHold(Kind(kind), fv, left))
 	}
-	return hs, int(waiting), int(queued), nil
+	return hi, nil
 }
 
 // parseHold makes a Hold of "<fence>|<token>[|<metadata>]" and its ms left.

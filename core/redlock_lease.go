@@ -267,8 +267,8 @@ func (b *redlockBackend) heal(ctx context.Context, n names, value string, ttl ti
 }
 
 // holds: Redlock has no semaphores or read-write locks.
-func (b *redlockBackend) holds(context.Context, names, names) ([]Hold, int, int, error) {
-	return nil, 0, 0, nil
+func (b *redlockBackend) holds(context.Context, names, names) (holdsInfo, error) {
+	return holdsInfo{}, nil
 }
 
 func (b *redlockBackend) inspect(ctx context.Context, n names) (Info, error) {

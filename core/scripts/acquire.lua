@@ -4,7 +4,8 @@
 -- handed over in arrival order while they queue, so nobody arriving later
 -- goes before them.
 -- KEYS[1] lease "<prefix>:{key}"   KEYS[2] fence counter "<prefix>:{key}:fence"
--- KEYS[3] fair queue  KEYS[4] its entry deadlines (a waiting caller only)
+-- KEYS[3] fair queue  KEYS[4] its entry deadlines  KEYS[5] its arrival
+-- times (a waiting caller only)
 -- ARGV[1] token   ARGV[2] lease value (token, or token|metadata)
 -- ARGV[3] ttl ms  ARGV[4] fence counter retention ms
 -- ARGV[5] queue entry ttl ms (a waiting caller only)
@@ -24,13 +25,7 @@ if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   return {2, tonumber(f)}
 end
 if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
-  local now = now_ms()
-  if redis.call('ZADD', KEYS[4], now + tonumber(ARGV[5]), ARGV[1]) == 1 then
-    redis.call('RPUSH', KEYS[3], ARGV[1])
-  end
-  local keep = 2 * tonumber(ARGV[5])
-  redis.call('PEXPIRE', KEYS[3], keep)
-  redis.call('PEXPIRE', KEYS[4], keep)
+  join_queue(KEYS[3], KEYS[4], KEYS[5], ARGV[1], now_ms(), tonumber(ARGV[5]))
   return {3, redis.call('PTTL', KEYS[1])}
 end
 return {0, redis.call('PTTL', KEYS[1])}

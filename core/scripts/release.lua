@@ -6,20 +6,21 @@
 -- its repeats; a single server sends "r:" alone, never dropped. A token that does not
 -- hold the lease leaves the fair queue instead (a waiter giving up).
 -- KEYS[1] lease (also the notification channel)  KEYS[2] fence counter
--- KEYS[3] queue  KEYS[4] queue deadlines
+-- KEYS[3] queue  KEYS[4] queue deadlines  KEYS[5] queue arrival times
 -- ARGV[1] token  ARGV[2] claim window ms  ARGV[3] fence retention ms
 -- ARGV[4] release nonce (Redlock), or ''
 -- Returns 1 released, 0 not held.
 if not owns(redis.call('GET', KEYS[1]), ARGV[1]) then
-  leave_queue(KEYS[3], KEYS[4], ARGV[1])
+  leave_queue(KEYS[3], KEYS[4], ARGV[1], KEYS[5])
   return 0
 end
 redis.call('DEL', KEYS[1])
 if redis.call('EXISTS', KEYS[3]) == 1 then
-  prune(KEYS[3], KEYS[4], now_ms())
+  prune(KEYS[3], KEYS[4], now_ms(), KEYS[5])
   local head = redis.call('LPOP', KEYS[3])
   if head then
     redis.call('ZREM', KEYS[4], head)
+    redis.call('HDEL', KEYS[5], head)
     next_fence(KEYS[2], ARGV[3])
     -- "<token>|": a grant not yet claimed (a claimed lease without
     -- metadata is the bare token), which Inspect tells apart.

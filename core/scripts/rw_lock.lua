@@ -5,7 +5,8 @@
 -- overtakes another that waits.
 -- KEYS[1] writer lease (also the channel)  KEYS[2] readers  KEYS[3] reader
 -- values  KEYS[4] waiting writers (token -> entry deadline)  KEYS[5] fence
--- counter  KEYS[6] waiting writers in arrival order (a list)
+-- counter  KEYS[6] waiting writers in arrival order (a list)  KEYS[7] their
+-- arrival times
 -- ARGV[1] token  ARGV[2] lease value  ARGV[3] ttl ms  ARGV[4] fence
 -- retention ms  ARGV[5] entry ms  ARGV[6] join ('1' or '0')
 -- Returns {1, fence} acquired, {2, fence} re-entered, {0, ms until the
@@ -20,9 +21,11 @@ local function join(reply)
     if redis.call('ZADD', KEYS[4], now + tonumber(ARGV[5]), ARGV[1]) == 1 then
       redis.call('LREM', KEYS[6], 0, ARGV[1]) -- an entry that had expired
       redis.call('RPUSH', KEYS[6], ARGV[1])
+      redis.call('HSET', KEYS[7], ARGV[1], now)
     end
     redis.call('PEXPIRE', KEYS[4], ARGV[5])
     redis.call('PEXPIRE', KEYS[6], ARGV[5])
+    redis.call('PEXPIRE', KEYS[7], ARGV[5])
   end
   return reply
 end
@@ -53,9 +56,11 @@ while true do
     break
   end
   redis.call('LPOP', KEYS[6])
+  redis.call('HDEL', KEYS[7], head)
 end
 if redis.call('ZREM', KEYS[4], ARGV[1]) == 1 then
   redis.call('LREM', KEYS[6], 1, ARGV[1])
 end
+redis.call('HDEL', KEYS[7], ARGV[1])
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return {1, next_fence(KEYS[5], ARGV[4])}

@@ -4,6 +4,7 @@
 -- waiting writers (a writer giving up).
 -- KEYS[1] writer lease (also the channel)  KEYS[2] readers  KEYS[3] reader
 -- values  KEYS[4] waiting writers  KEYS[5] their arrival order (a list)
+-- KEYS[6] their arrival times
 -- ARGV[1] token  ARGV[2] 'w' (write hold) or 'r' (read hold)
 -- Returns 1 released, 0 not held.
 local now = now_ms()
@@ -17,6 +18,7 @@ local function wake()
       return
     end
     redis.call('LPOP', KEYS[5])
+    redis.call('HDEL', KEYS[6], head)
   end
   redis.call('PUBLISH', KEYS[1], 'r:')
 end
@@ -24,6 +26,7 @@ end
 local waited = redis.call('ZREM', KEYS[4], ARGV[1]) == 1
 if waited then
   redis.call('LREM', KEYS[5], 1, ARGV[1])
+  redis.call('HDEL', KEYS[6], ARGV[1])
 end
 if ARGV[2] == 'w' then
   if not owns(redis.call('GET', KEYS[1]), ARGV[1]) then

@@ -6,6 +6,7 @@
 -- permits are free than waiters queue — so nobody overtakes the queue.
 -- KEYS[1] permits (also the release channel)  KEYS[2] fence counter
 -- KEYS[3] permit values  KEYS[4] queue  KEYS[5] queue deadlines
+-- KEYS[6] queue arrival times
 -- ARGV[1] token  ARGV[2] lease value  ARGV[3] ttl ms  ARGV[4] fence
 -- retention ms  ARGV[5] limit  ARGV[6] queue entry ttl ms  ARGV[7] '1' to
 -- join the queue when not served
@@ -19,6 +20,7 @@ sem_prune(KEYS[1], KEYS[3], now)
 for _, t in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now)) do
   redis.call('ZREM', KEYS[5], t)
   redis.call('LREM', KEYS[4], 1, t)
+  redis.call('HDEL', KEYS[6], t)
 end
 local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if exp then
@@ -26,19 +28,14 @@ if exp then
     redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
     sem_keep(KEYS[1], KEYS[3])
   end
-  leave_queue(KEYS[4], KEYS[5], ARGV[1])
+  leave_queue(KEYS[4], KEYS[5], ARGV[1], KEYS[6])
   local v = redis.call('HGET', KEYS[3], ARGV[1]) or '0|'
   return {2, tonumber(string.match(v, '^(%d+)|'))}
 end
 
 local function wait(reply)
   if ARGV[7] == '1' then
-    if redis.call('ZADD', KEYS[5], now + tonumber(ARGV[6]), ARGV[1]) == 1 then
-      redis.call('RPUSH', KEYS[4], ARGV[1])
-    end
-    local keep = 2 * tonumber(ARGV[6])
-    redis.call('PEXPIRE', KEYS[4], keep)
-    redis.call('PEXPIRE', KEYS[5], keep)
+    join_queue(KEYS[4], KEYS[5], KEYS[6], ARGV[1], now, tonumber(ARGV[6]))
   end
   return reply
 end
@@ -59,7 +56,7 @@ end
 if not served then
   return wait({0, -2})
 end
-leave_queue(KEYS[4], KEYS[5], ARGV[1])
+leave_queue(KEYS[4], KEYS[5], ARGV[1], KEYS[6])
 local f = next_fence(KEYS[2], ARGV[4])
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 redis.call('HSET', KEYS[3], ARGV[1], string.format('%.0f', f) .. '|' .. ARGV[2])
