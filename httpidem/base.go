@@ -56,15 +56,23 @@ func storeErr(op string, err error) error {
 
 func (b *base) recordKey(key string) string { return b.prefix + ":{" + key + "}:resp" }
 
-// Begin implements IdempotencyStore.
-func (b *base) Begin(ctx context.Context, a BeginArgs) (Begun, error) {
+// checkBegin returns the ErrInvalidArgument of bad BeginArgs, or nil.
+func checkBegin(a BeginArgs) error {
 	switch {
 	case a.Key == "" || len(a.Key) > maxBeginKey:
-		return Begun{}, fmt.Errorf("%w: key of %d bytes (want 1 to %d)", ErrInvalidArgument, len(a.Key), maxBeginKey)
+		return fmt.Errorf("%w: key of %d bytes (want 1 to %d)", ErrInvalidArgument, len(a.Key), maxBeginKey)
 	case len(a.Fingerprint) > maxFingerprintLen || strings.ContainsAny(a.Fingerprint, "\r\n"):
-		return Begun{}, fmt.Errorf("%w: fingerprint", ErrInvalidArgument)
+		return fmt.Errorf("%w: fingerprint", ErrInvalidArgument)
 	case a.LeaseTTL < time.Millisecond:
-		return Begun{}, fmt.Errorf("%w: lease ttl %v", ErrInvalidArgument, a.LeaseTTL)
+		return fmt.Errorf("%w: lease ttl %v", ErrInvalidArgument, a.LeaseTTL)
+	}
+	return nil
+}
+
+// Begin implements IdempotencyStore.
+func (b *base) Begin(ctx context.Context, a BeginArgs) (Begun, error) {
+	if err := checkBegin(a); err != nil {
+		return Begun{}, err
 	}
 	recKey := b.recordKey(a.Key)
 	opts := []core.LockOption{core.WithTTL(a.LeaseTTL), core.WithMetadata(a.Fingerprint)}
@@ -179,33 +187,52 @@ func (l *coreLease) Release(ctx context.Context) error {
 	return storeErr("release lease", err)
 }
 
-func (b *base) dayKeys(scope, object string, day Day) (claimKeys, error) {
+// checkDay returns the ErrInvalidArgument of a bad scope, object or day.
+func checkDay(scope, object string, day Day) error {
 	switch {
 	case name.Check(scope, maxScopeLen) != "":
-		return claimKeys{}, fmt.Errorf("%w: scope %q: %s", ErrInvalidArgument, scope, name.Check(scope, maxScopeLen))
+		return fmt.Errorf("%w: scope %q: %s", ErrInvalidArgument, scope, name.Check(scope, maxScopeLen))
 	case len(object) > maxObjectLen:
-		return claimKeys{}, fmt.Errorf("%w: object of %d bytes, over %d", ErrInvalidArgument, len(object), maxObjectLen)
+		return fmt.Errorf("%w: object of %d bytes, over %d", ErrInvalidArgument, len(object), maxObjectLen)
 	case day.IsZero():
-		return claimKeys{}, fmt.Errorf("%w: zero day", ErrInvalidArgument)
+		return fmt.Errorf("%w: zero day", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// checkClaim returns the ErrInvalidArgument of bad ClaimArgs, or nil.
+func checkClaim(a ClaimArgs) error {
+	if err := checkDay(a.Scope, a.Object, a.Day); err != nil {
+		return err
+	}
+	switch {
+	case a.Subject == "" || len(a.Subject) > maxSubjectLen:
+		return fmt.Errorf("%w: subject of %d bytes (want 1 to %d)", ErrInvalidArgument, len(a.Subject), maxSubjectLen)
+	case a.Count != CountApprox && (a.Token == "" || len(a.Token) > maxTokenLen):
+		return fmt.Errorf("%w: token of %d bytes (want 1 to %d)", ErrInvalidArgument, len(a.Token), maxTokenLen)
+	case a.ExpireAt.IsZero():
+		return fmt.Errorf("%w: zero expiry", ErrInvalidArgument)
+	case a.Count > CountApprox:
+		return fmt.Errorf("%w: count mode %d", ErrInvalidArgument, a.Count)
+	}
+	return nil
+}
+
+func (b *base) dayKeys(scope, object string, day Day) (claimKeys, error) {
+	if err := checkDay(scope, object, day); err != nil {
+		return claimKeys{}, err
 	}
 	tag := b.prefix + ":day:{" + escape(scope) + ":" + day.String() + ":" + escape(object) + "}:"
 	return claimKeys{counter: tag + "n", hll: tag + "h", claim: tag + "s:"}, nil
 }
 
 func (b *base) claimArgs(a ClaimArgs) (claimKeys, error) {
+	if err := checkClaim(a); err != nil {
+		return claimKeys{}, err
+	}
 	k, err := b.dayKeys(a.Scope, a.Object, a.Day)
 	if err != nil {
 		return k, err
-	}
-	switch {
-	case a.Subject == "" || len(a.Subject) > maxSubjectLen:
-		return k, fmt.Errorf("%w: subject of %d bytes (want 1 to %d)", ErrInvalidArgument, len(a.Subject), maxSubjectLen)
-	case a.Count != CountApprox && (a.Token == "" || len(a.Token) > maxTokenLen):
-		return k, fmt.Errorf("%w: token of %d bytes (want 1 to %d)", ErrInvalidArgument, len(a.Token), maxTokenLen)
-	case a.ExpireAt.IsZero():
-		return k, fmt.Errorf("%w: zero expiry", ErrInvalidArgument)
-	case a.Count > CountApprox:
-		return k, fmt.Errorf("%w: count mode %d", ErrInvalidArgument, a.Count)
 	}
 	k.claim += escape(a.Subject)
 	return k, nil

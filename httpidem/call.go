@@ -126,9 +126,11 @@ func (c *Call) Replay(w http.ResponseWriter) bool {
 
 // Writer returns w wrapped for ActionRun: Idempotency records the response
 // as it is sent (up to MaxResponseBody; flushing or hijacking makes it
-// unstorable), Daily notes its status. The wrapper supports
-// http.NewResponseController through Unwrap. For other actions it returns
-// w.
+// unstorable), Daily notes its status. A request in a transaction (a
+// SQLStore made WithHandlerTx) holds its response instead, and Finish
+// sends it once it is committed; a Flush sends nothing before that, and
+// Hijack fails. The wrapper supports http.NewResponseController through
+// Unwrap. For other actions it returns w.
 func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
 	if c.run == nil || c.ended {
 		return w
@@ -144,6 +146,11 @@ func (c *Call) Writer(w http.ResponseWriter) http.ResponseWriter {
 // Daily keeps the claim, or gives it back when ReleaseOn(status); Count
 // mode counts a 2xx answer; ParamLock releases the lock. All of that runs
 // without the request's cancellation, with a short timeout.
+//
+// A request in a transaction is answered by Finish itself, through w as
+// given to Writer: the held response once committed, or, when it could
+// not be (the lease was lost, the commit failed, the response could not
+// be stored), a problem written with the config's ProblemWriter.
 //
 // It returns a *Problem when the protection failed while the handler ran
 // in a way the client must hear: ParamLock's lock was lost (503,

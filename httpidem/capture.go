@@ -2,6 +2,7 @@ package httpidem
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -27,14 +28,18 @@ var DefaultStoreHeaders = []string{
 }
 
 // capture passes a response through to the client and keeps a copy of
-// its status, allow-listed headers and body, up to max bytes.
+// its status, allow-listed headers and body, up to max bytes. A holding
+// capture (a request in a transaction) sends nothing but informational
+// responses until send: the response goes out only once it is committed.
 type capture struct {
 	w     http.ResponseWriter
 	allow []string // canonical names
 	max   int64
+	hold  bool
 
 	status   int
 	header   http.Header // snapshot taken at WriteHeader
+	sent     http.Header // holding: every header, as at WriteHeader
 	body     []byte
 	overflow bool // the body went over max: not storable
 	streamed bool // flushed or hijacked: not storable
@@ -50,6 +55,12 @@ func (c *capture) WriteHeader(code int) {
 		}
 		c.status = code
 		c.snapshot()
+		if c.hold {
+			c.sent = c.w.Header().Clone()
+			return
+		}
+	} else if c.hold {
+		return
 	}
 	c.w.WriteHeader(code)
 }
@@ -58,7 +69,10 @@ func (c *capture) Write(p []byte) (int, error) {
 	if c.status == 0 {
 		c.WriteHeader(http.StatusOK)
 	}
-	n, err := c.w.Write(p)
+	n, err := len(p), error(nil)
+	if !c.hold {
+		n, err = c.w.Write(p)
+	}
 	if !c.overflow {
 		if int64(len(c.body)+n) > c.max {
 			c.overflow, c.body = true, nil
@@ -70,16 +84,45 @@ func (c *capture) Write(p []byte) (int, error) {
 }
 
 // Flush sends what was written so far; a flushed response is streaming and
-// is not stored.
+// is not stored. A holding capture sends nothing before the commit, and
+// its response is still stored.
 func (c *capture) Flush() {
+	if c.hold {
+		return
+	}
 	c.streamed = true
 	_ = http.NewResponseController(c.w).Flush()
 }
 
-// Hijack hands the connection over; the response is not stored.
+// Hijack hands the connection over; the response is not stored. A holding
+// capture refuses: the connection cannot be handed over before the commit.
 func (c *capture) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c.streamed = true
+	if c.hold {
+		return nil, nil, fmt.Errorf("httpidem: no hijacking in a transactional request: %w", http.ErrNotSupported)
+	}
 	return http.NewResponseController(c.w).Hijack()
+}
+
+// send writes a holding capture's response: its headers as they were at
+// WriteHeader, its status and its body.
+func (c *capture) send() {
+	if c.status == 0 {
+		c.WriteHeader(http.StatusOK)
+	}
+	h := c.w.Header()
+	for name := range h {
+		if _, ok := c.sent[name]; !ok {
+			delete(h, name)
+		}
+	}
+	for name, vs := range c.sent {
+		h[name] = vs
+	}
+	c.w.WriteHeader(c.status)
+	if len(c.body) > 0 {
+		_, _ = c.w.Write(c.body)
+	}
 }
 
 // Unwrap lets http.NewResponseController reach the underlying writer.

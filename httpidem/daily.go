@@ -15,8 +15,8 @@ type DailyConfig struct {
 	// Skipper returns true for requests passed through untouched. nil: none.
 	Skipper func(r *http.Request) bool
 
-	// Store keeps the claims. Required: nil, or a nil *RedisStore or
-	// *MemoryStore, is ErrInvalidConfig. Mode ModeCount and Counted need a
+	// Store keeps the claims. Required: nil, or a nil *RedisStore,
+	// *MemoryStore or *SQLStore, is ErrInvalidConfig. Mode ModeCount and Counted need a
 	// ClaimCounter.
 	Store ClaimStore
 

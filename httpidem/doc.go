@@ -79,7 +79,7 @@
 // ToMiddleware method returns the same error without panicking, for
 // programs that validate. A constructor that can fail otherwise returns
 // (T, error): NewRedisStore, NewMemoryStore, NewIdempotencyGuard,
-// NewDailyGuard, NewParamLockGuard, NewLimitGuard, NewGate.
+// NewSQLStore, NewDailyGuard, NewParamLockGuard, NewLimitGuard, NewGate.
 //
 // # Errors
 //
@@ -96,9 +96,60 @@
 // optional extension for counting. NewRedisStore keeps everything on Redis
 // (a server, Sentinel or Cluster: keys of one script share a hash tag);
 // NewMemoryStore keeps it in the process, for tests and single-process
-// programs. Both implement all three and take their in-flight leases from
-// a core.Client. Package storetest is the conformance suite a third-party
-// store runs to prove itself.
+// programs; both take their in-flight leases from a core.Client.
+// NewSQLStore keeps everything, leases included, in two tables of a SQL
+// database — PostgreSQL, MySQL/MariaDB or SQLite, through database/sql —
+// so that a service with a database and no Redis has every feature. All
+// three implement all three interfaces. Package storetest is the
+// conformance suite a third-party store runs to prove itself.
+//
+// # Transactions
+//
+// A SQLStore made WithHandlerTx runs every request that owns its
+// Idempotency-Key in a database transaction: the handler gets it from
+// TxFromContext, makes its writes (the order, the payment) in it, and the
+// middleware inserts the response row in the same transaction and
+// commits it. The writes and the stored response are committed together
+// or not at all, so a crash between "order inserted" and "response
+// stored" cannot make a retry insert the order twice.
+//
+// The key's lease — what tells a concurrent duplicate "in flight" — is a
+// row of its own, inserted and committed before the handler runs, and
+// renewed beside the transaction. The response row's primary key is the
+// key itself, so even two requests that both believe they hold the key
+// (one paused past its lease, another took the key over) cannot both
+// commit: the second insert of the row fails, and its transaction rolls
+// back, writes included. What a crash does, at each point:
+//
+//   - Before the lease row is committed: nothing happened; a retry runs.
+//   - After it, before the commit — the handler running, its writes made,
+//     the response row inserted but not committed: the database rolls
+//     the transaction back when the connection dies. The lease row stays
+//     until its LeaseTTL runs out (it is no longer renewed), so
+//     duplicates get 409 until then; then a retry runs the handler, once.
+//   - During the COMMIT: either both the writes and the response row are
+//     committed or neither is, as the database decides. If the middleware
+//     learns the outcome it acts on it; if the connection broke, it looks
+//     for the response row under its lease's token, and if it cannot find
+//     it answers 503 and leaves the lease row to expire, so that no retry
+//     runs before the commit's fate is settled: a retry then replays or
+//     runs.
+//   - After the COMMIT, before the response reaches the client: the
+//     response is stored; a retry gets it replayed. (The lease row,
+//     deleted just after the commit, expires instead.)
+//
+// The response is held until the commit: the client hears only of
+// committed writes. A response that StoreStatus does not store (5xx, 429
+// by default) and a panic roll the transaction back and give the key up
+// at once, so the retry runs for real; a response that cannot be stored
+// (over MaxResponseBody, a hijack) is rolled back and answered 500
+// (ErrNotStorable); a lease lost while the handler runs cancels the
+// request context and rolls the transaction back at once (503,
+// CodeLockLost). The handler must not commit or roll back the
+// transaction itself, nor write through another connection what must
+// commit with the response. On SQLite a transaction holds the database's
+// one write lock, so leases are not renewed while a handler's transaction
+// is open: there, LeaseTTL must exceed the longest handler.
 //
 // # Observing
 //

@@ -72,6 +72,12 @@ var (
 	// so an Idempotency response was not stored. It matches core.ErrLost.
 	ErrLost error = &coreKind{"httpidem: lease lost", core.ErrLost}
 
+	// ErrNotStorable: a request that ran in a transaction (WithHandlerTx)
+	// answered with a response that cannot be stored — over
+	// MaxResponseBody, or the handler tried to hijack the connection — so
+	// its transaction was rolled back (500).
+	ErrNotStorable = errors.New("httpidem: response not storable")
+
 	// ErrInvalidConfig: a config or store option that cannot work. The
 	// middleware constructors panic with it; ToMiddleware and the New*
 	// functions return it.

@@ -2,6 +2,7 @@ package httpidem_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log"
 	"net/http"
@@ -378,4 +379,43 @@ func ExampleLimit() {
 	// acme again: 429
 	// globex: 202
 	// acme's first: 202
+}
+
+// This example stores Idempotency-Key responses in the service's own
+// database, in the transaction of the handler's writes: the order and the
+// response it produced are committed together, so a crash between the
+// two cannot make a retry create the order twice. It needs a database
+// driver (here modernc.org/sqlite, imported for its side effect), so it
+// is compiled but not run; package httpidem/sqltest runs it.
+func ExampleNewSQLStore() {
+	// import _ "modernc.org/sqlite"
+	db, err := sql.Open("sqlite", "file:shop.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	store, err := httpidem.NewSQLStore(db, httpidem.WithHandlerTx(nil))
+	if err != nil {
+		log.Fatal(err) // a driver whose dialect cannot be told: use WithDialect
+	}
+	defer store.Close()
+	if err := store.Migrate(context.Background()); err != nil { // or run store.DDL() in your migrations
+		log.Fatal(err)
+	}
+
+	orders := httpidem.Idempotency(httpidem.IdempotencyConfig{
+		Store:     store,
+		Principal: func(r *http.Request) (string, error) { return r.Header.Get("X-Tenant"), nil },
+	})
+	http.Handle("POST /orders", orders(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tx, _ := httpidem.TxFromContext(r.Context()) // committed by the middleware with the response
+		res, err := tx.ExecContext(r.Context(), "INSERT INTO orders (sku) VALUES (?)", r.FormValue("sku"))
+		if err != nil {
+			http.Error(w, "could not order", http.StatusInternalServerError) // a 5xx rolls back
+			return
+		}
+		id, _ := res.LastInsertId()
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"order":%d}`, id)
+	})))
 }

@@ -171,11 +171,32 @@ func (g *IdempotencyGuard) Begin(r *http.Request, principal func(*http.Request) 
 		return reject(OutcomeStoreError, newProblem(http.StatusServiceUnavailable, CodeUnavailable,
 			"idempotency store unavailable", fmt.Errorf("%w: empty Begin result", ErrUnavailable)))
 	}
+	o := &owner{g: g, lease: b.Lease, fp: fp, done: make(chan struct{}), rep: rep}
+	if tl, ok := b.Lease.(txLease); ok {
+		// The transaction lives until the commit, past the request's own
+		// cancellation, unless the lease is lost (watch).
+		txCtx, txCancel := context.WithCancelCause(context.WithoutCancel(ctx))
+		tx, err := tl.beginTx(txCtx)
+		if err != nil {
+			txCancel(nil)
+			rctx, cancel := finishContext(ctx)
+			_ = b.Lease.Release(rctx)
+			cancel()
+			if g.cfg.FailOpen {
+				rep.last(ctx, OutcomeStoreError, 0, err)
+				return pass(withBody(r, r.Context(), body))
+			}
+			return reject(OutcomeStoreError, newProblem(http.StatusServiceUnavailable, CodeUnavailable,
+				"idempotency store unavailable; retry with the same Idempotency-Key", err))
+		}
+		o.txl, o.tx, o.txCancel = tl, tx, txCancel
+		ctx = context.WithValue(ctx, txKey{}, tx)
+	}
 	rep.decided(ctx, OutcomeFirst, 0, nil)
-	runCtx, cancel := context.WithCancelCause(ctx)
-	o := &owner{g: g, lease: b.Lease, fp: fp, ctx: runCtx, cancel: cancel, done: make(chan struct{}), rep: rep}
+	o.ctx, o.cancel = context.WithCancelCause(ctx)
+	o.req = withBody(r, o.ctx, body)
 	go o.watch()
-	return &Call{action: ActionRun, req: withBody(r, runCtx, body), run: o}
+	return &Call{action: ActionRun, req: o.req, run: o}
 }
 
 // identify returns the principal of r, or the 401 of a request whose

@@ -16,8 +16,10 @@ type IdempotencyConfig struct {
 	// untouched. nil: none (Methods still applies).
 	Skipper func(r *http.Request) bool
 
-	// Store keeps leases and records. Required: nil, or a nil *RedisStore
-	// or *MemoryStore, is ErrInvalidConfig.
+	// Store keeps leases and records. Required: nil, or a nil *RedisStore,
+	// *MemoryStore or *SQLStore, is ErrInvalidConfig. A SQLStore made
+	// WithHandlerTx runs each request in a transaction that stores its
+	// response (TxFromContext).
 	Store IdempotencyStore
 
 	// Principal returns who is calling — a user, tenant or API-key ID —
@@ -84,8 +86,9 @@ type IdempotencyConfig struct {
 	// DefaultFingerprint (method, path, query, body).
 	Fingerprint func(r *http.Request, body []byte) string
 
-	// FailOpen runs the handler unprotected when the store fails. false:
-	// answer 503.
+	// FailOpen runs the handler unprotected when the store fails — then,
+	// with a SQLStore made WithHandlerTx, without a transaction:
+	// TxFromContext reports false. false: answer 503.
 	FailOpen bool
 
 	// ProblemWriter writes the middleware's error answers. nil:

@@ -24,8 +24,9 @@ const (
 	CodeAlreadyClaimed  = "already_claimed"         // 409, ErrAlreadyClaimed
 	CodeLocked          = "resource_locked"         // 409, ErrLocked
 	CodeLimited         = "limit_reached"           // 429, ErrLimited
-	CodeLockLost        = "lock_lost"               // 503, ErrLost (ParamLock, Limit)
+	CodeLockLost        = "lock_lost"               // 503, ErrLost (ParamLock, Limit; Idempotency in a transaction)
 	CodeUnavailable     = "store_unavailable"       // 503, ErrUnavailable
+	CodeNotStorable     = "response_not_storable"   // 500, ErrNotStorable (Idempotency in a transaction)
 )
 
 // A ProblemWriter writes a guard's error answer. WriteProblem is the
