@@ -6,8 +6,9 @@
 GO        ?= go
 # Every module of the repository (see README, "Modules"): the root holds core,
 # cronlock and httpidem; heavy adapters have modules of their own so that a
-# program importing core does not see their dependencies.
-MODULES   := . ./dbguard ./echomw ./grpcmw ./temporallock ./otel ./examples ./bench
+# program importing core does not see their dependencies, and so do tests
+# that need SQL drivers (httpidem/sqltest).
+MODULES   := . ./dbguard ./echomw ./grpcmw ./temporallock ./otel ./examples ./bench ./httpidem/sqltest
 PKGS      := ./...
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
