@@ -3,7 +3,9 @@
 // per key, a completed response replayed byte for byte, one first claim
 // per subject, object and day, a claim given back only by its own token,
 // and counts that follow the claims. httpidem's MemoryStore and RedisStore
-// pass it; a third-party store runs it from its own tests:
+// pass it, and its SQLStore on SQLite, PostgreSQL and MariaDB (in the
+// httpidem/sqltest module); a third-party store runs it from its own
+// tests:
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) storetest.Store { return newMyStore(t) })
