@@ -147,7 +147,9 @@
 // request context and rolls the transaction back at once (503,
 // CodeLockLost). The handler must not commit or roll back the
 // transaction itself, nor write through another connection what must
-// commit with the response. On SQLite a transaction holds the database's
+// commit with the response; and what the handler does outside the
+// database (a call to a payment provider) is not rolled back — pass the
+// provider an idempotency key of its own. On SQLite a transaction holds the database's
 // one write lock, so leases are not renewed while a handler's transaction
 // is open: there, LeaseTTL must exceed the longest handler.
 //
