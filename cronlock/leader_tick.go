@@ -205,5 +205,6 @@ func (j *job) leaderTick(ctx context.Context, planned, next time.Time, interval 
 		return skip(SkipNotLeader, nil, "not the leader")
 	}
 	defer ld.finish(t)
-	return j.execute(ctx, planned, interval, &hold{lock: t.lock, stop: ld.closing, stopCause: ld.resigned}, kv)
+	res, _ := j.execute(ctx, runSpec{planned: planned, interval: interval}, &hold{lock: t.lock, stop: ld.closing, stopCause: ld.resigned}, kv)
+	return res
 }

@@ -21,6 +21,7 @@ type fleetNode struct {
 	id     string
 	offset time.Duration
 	hook   redis.Hook
+	opts   []cronlock.Option // more options for its Locker
 }
 
 // shifted is a schedule as read by a clock offset ahead of true time: it
@@ -68,8 +69,8 @@ func runFleet(t *testing.T, addr, prefix string, nodes []fleetNode, during func(
 		lg := &logRec{}
 		c := cron.New(cron.WithSeconds(), cron.WithLocation(time.UTC))
 		offset := n.offset
-		l := mustNew(cronlock.New(client, cronlock.WithNodeID(n.id), cronlock.WithLogger(lg), cronlock.WithSeconds(),
-			cronlock.WithLocation(time.UTC), cronlock.WithClock(func() time.Time { return time.Now().Add(offset) })))
+		l := mustNew(cronlock.New(client, append([]cronlock.Option{cronlock.WithNodeID(n.id), cronlock.WithLogger(lg), cronlock.WithSeconds(),
+			cronlock.WithLocation(time.UTC), cronlock.WithClock(func() time.Time { return time.Now().Add(offset) })}, n.opts...)...))
 		for _, j := range fleetJobs {
 			sched, err := secs.Parse(j.spec)
 			if err != nil {

@@ -213,11 +213,15 @@ func WithFailOpen(open bool) Option {
 }
 
 // WithSpread says whether ticks spread over the nodes (default true): a
-// node that ran the job's last tick waits a moment (a tenth of the
-// interval, at most maxSpreadDelay) before it claims the next, so another
-// node gets it — one node does not run everything. It costs one read of
-// the LastRun record per tick and node. With false, whichever node claims
-// first runs the tick.
+// tick prefers the node that ran the job least recently. The job's record
+// lists the nodes that ran its latest runs (up to 8); before it claims a
+// tick, a node on that list waits the longer the more recently it ran the
+// job — a tenth of the interval (at most maxSpreadDelay, 250 ms) if it ran
+// the last tick, a third of that if it is the third and last listed — and
+// a node not on it does not wait. So with three nodes the runs go round
+// them in turn, and one node does not run everything. It costs one read
+// of the LastRun record per tick and node. With false, whichever node
+// claims first runs the tick.
 func WithSpread(spread bool) Option {
 	return optionFunc(func(c *config) { c.spread = spread })
 }

@@ -35,6 +35,15 @@ type Run struct {
 	Fence int64 `json:"fence,omitempty"`
 }
 
+// runRecord is the stored form of a Run: the run, and the nodes that ran
+// the job's latest runs, latest first — this run's node first — for
+// WithSpread. A record written before Recent existed has none: its Node
+// stands for the list.
+type runRecord struct {
+	Run
+	Recent []string `json:"recent,omitempty"`
+}
+
 // lastRunRetention is how long a LastRun record is kept at least; a job
 // that runs less often keeps its record three intervals.
 const lastRunRetention = 30 * 24 * time.Hour
@@ -44,35 +53,45 @@ const lastRunRetention = 30 * 24 * time.Hour
 // replaced by the outcome when it returns, before the running lease is
 // released. A record is written only if no run of a later tick (by
 // planned time) has recorded, so LastRun never goes back to an older tick
-// — not even when a run that lost its lease ends after the next run began. It returns ErrNoRun when there is none (never ran, or not in
-// the last 30 days or three intervals, whichever is longer).
+// — not even when a run that lost its lease ends after the next run began.
+// It returns ErrNoRun when there is none (never ran, or not in the last 30
+// days or three intervals, whichever is longer).
 func (l *Locker) LastRun(ctx context.Context, name string) (Run, error) {
 	if err := validName(name); err != nil {
 		return Run{}, err
 	}
+	r, err := l.lastRecord(ctx, name)
+	return r.Run, err
+}
+
+// lastRecord reads the record of the job's latest run; see LastRun.
+func (l *Locker) lastRecord(ctx context.Context, name string) (runRecord, error) {
 	v, ok, err := l.store.Get(ctx, lastKey(name))
 	if err != nil {
-		return Run{}, fmt.Errorf("cronlock: last run of %q: %w", name, err)
+		return runRecord{}, fmt.Errorf("cronlock: last run of %q: %w", name, err)
 	}
 	if !ok {
-		return Run{}, fmt.Errorf("%w: %q", ErrNoRun, name)
+		return runRecord{}, fmt.Errorf("%w: %q", ErrNoRun, name)
 	}
-	var r Run
+	var r runRecord
 	if err := json.Unmarshal([]byte(v), &r); err != nil {
-		return Run{}, fmt.Errorf("cronlock: last run of %q: malformed record: %w", name, err)
+		return runRecord{}, fmt.Errorf("cronlock: last run of %q: malformed record: %w", name, err)
 	}
 	return r, nil
 }
 
-// record stores r as the job's last run, unless a later tick has recorded
-// since: the record is ordered by r.Planned (unix ms), compared and written
-// in one step on Redis, so the late end of a run that lost its lease can
-// never replace the record of a newer run.
-func (j *job) record(ctx context.Context, r Run, interval time.Duration) {
-	b, err := json.Marshal(r)
+// record stores r as the job's last run, with recent as the nodes that
+// ran it last, unless a later tick has recorded since: the record is
+// ordered by r.Planned (unix ms), compared and written in one step on
+// Redis, so the late end of a run that lost its lease can never replace
+// the record of a newer run. It logs what went wrong and returns the error
+// of a record that could not be written; a record refused because a later
+// tick's is there is no error.
+func (j *job) record(ctx context.Context, r Run, recent []string, interval time.Duration) error {
+	b, err := json.Marshal(runRecord{Run: r, Recent: recent})
 	if err != nil { // cannot happen: plain fields
 		j.l.cfg.logger.Error(err, "cannot record run", "job", j.name)
-		return
+		return err
 	}
 	ttl := lastRunRetention
 	if 3*interval > ttl {
@@ -87,4 +106,5 @@ func (j *job) record(ctx context.Context, r Run, interval time.Duration) {
 	case !stored:
 		j.l.cfg.logger.Info("run not recorded: a later tick has recorded", "job", j.name, "planned", r.Planned, "node", j.l.cfg.node)
 	}
+	return err
 }

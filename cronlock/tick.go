@@ -44,6 +44,13 @@ func TickFromContext(ctx context.Context) (t Tick, ok bool) {
 	return t, ok
 }
 
+// runSpec is what execute runs: one tick of the job.
+type runSpec struct {
+	planned  time.Time
+	interval time.Duration // to the next fire time; 0 for a last tick
+	recent   []string      // the nodes that ran the job last, latest first
+}
+
 // tick runs the tick planned at planned; next is the fire time after it.
 func (j *job) tick(planned, next time.Time) {
 	l := j.l
@@ -59,16 +66,9 @@ func (j *job) tick(planned, next time.Time) {
 		res = j.leaderTick(ctx, planned, next, interval, kv)
 		return
 	}
-	claimTTL := interval + l.minHold(interval)
-	if claimTTL < time.Second {
-		claimTTL = time.Second
-	}
-	window := interval // a claim arriving after the next fire time is late
-	if window <= 0 {
-		window = claimTTL // a last tick
-	}
+	claimTTL, window := l.claimTimes(interval)
 
-	j.spreadWait(ctx, planned, interval)
+	last, read := j.spreadWait(ctx, planned, interval)
 	locked := true
 	v, err := j.claim(ctx, j.claimKey(planned), claimTTL, planned, window)
 	switch {
@@ -107,33 +107,26 @@ func (j *job) tick(planned, next time.Time) {
 	if lease != nil {
 		h = &hold{lock: lease, release: true}
 	}
-	res = j.execute(ctx, planned, interval, h, kv)
+	var recent []string
+	if read {
+		recent = last.recent()
+	}
+	res, _ = j.execute(ctx, runSpec{planned: planned, interval: interval, recent: recent}, h, kv)
 }
 
-// maxSpreadDelay caps how long the node that ran a job's last tick waits
-// before claiming the next (WithSpread).
-const maxSpreadDelay = 250 * time.Millisecond
-
-// spreadWait lets other nodes claim the tick first when this node ran the
-// job's last tick (WithSpread): it waits a tenth of the interval, at most
-// maxSpreadDelay. A record that cannot be read costs no wait.
-func (j *job) spreadWait(ctx context.Context, planned time.Time, interval time.Duration) {
-	l := j.l
-	if !l.cfg.spread || interval <= 0 {
-		return
+// claimTimes returns the TTL of a tick's claim and its window — the time
+// after the planned fire time until which Redis accepts the claim — for a
+// tick interval before the next (0 for a last tick).
+func (l *Locker) claimTimes(interval time.Duration) (ttl, window time.Duration) {
+	ttl = interval + l.minHold(interval)
+	if ttl < time.Second {
+		ttl = time.Second
 	}
-	rctx, cancel := context.WithTimeout(ctx, opTimeout)
-	last, err := l.LastRun(rctx, j.name)
-	cancel()
-	if err != nil || last.Node != l.cfg.node || !last.Planned.Before(planned) {
-		return
+	window = interval // a claim arriving after the next fire time is late
+	if window <= 0 {
+		window = ttl // a last tick
 	}
-	t := time.NewTimer(min(interval/10, maxSpreadDelay))
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
+	return ttl, window
 }
 
 // skipReason names a locking failure that skips a tick.
@@ -250,12 +243,21 @@ func (h *hold) ended() error {
 	}
 }
 
-// execute calls the job function under h (nil: without the lock), records
-// the run, logs its outcome, releases what h says and returns the outcome.
-// The function is not called when h ended before it could be. tickCtx is
-// the tick's context, the parent of the job's.
-func (j *job) execute(tickCtx context.Context, planned time.Time, interval time.Duration, h *hold, kv []any) TickResult {
+// execute calls the job function under h (nil: without the lock) for the
+// tick s, records the run, logs its outcome, releases what h says and
+// returns the outcome and the run's final record. The function is not
+// called when h ended before it could be. tickCtx is the tick's context,
+// the parent of the job's.
+func (j *job) execute(tickCtx context.Context, s runSpec, h *hold, kv []any) (TickResult, Run) {
 	l := j.l
+	t := Tick{Name: j.name, Planned: s.planned, Node: l.cfg.node}
+	if h != nil {
+		t.Fence, t.Locked = h.lock.Fence(), true
+	}
+	recent := withRecent(l.cfg.node, s.recent)
+	run := Run{Name: j.name, Node: l.cfg.node, Planned: s.planned, Start: l.cfg.clock(), Running: true, Fence: t.Fence}
+	_ = j.record(tickCtx, run, recent, s.interval)
+
 	ctx, cancel := context.WithCancelCause(tickCtx)
 	defer cancel(nil)
 	if l.cfg.maxHold > 0 {
@@ -263,11 +265,9 @@ func (j *job) execute(tickCtx context.Context, planned time.Time, interval time.
 		ctx, stop = context.WithTimeoutCause(ctx, l.cfg.maxHold, fmt.Errorf("%w (%v)", ErrMaxHold, l.cfg.maxHold))
 		defer stop()
 	}
-	t := Tick{Name: j.name, Planned: planned, Node: l.cfg.node}
 	done := make(chan struct{})
 	var watcher sync.WaitGroup
 	if h != nil {
-		t.Fence, t.Locked = h.lock.Fence(), true
 		watcher.Go(func() {
 			select {
 			case <-h.lock.Lost():
@@ -280,8 +280,6 @@ func (j *job) execute(tickCtx context.Context, planned time.Time, interval time.
 	}
 	ctx = context.WithValue(ctx, tickKey{}, t)
 
-	run := Run{Name: j.name, Node: l.cfg.node, Planned: planned, Start: l.cfg.clock(), Running: true, Fence: t.Fence}
-	j.record(tickCtx, run, interval)
 	var stack []byte
 	var err error
 	began := time.Now()
@@ -308,12 +306,8 @@ func (j *job) execute(tickCtx context.Context, planned time.Time, interval time.
 	if err != nil {
 		run.Error = err.Error()
 	}
-	j.record(tickCtx, run, interval) // before the release: the next run's record comes after
-	if h != nil && h.release {
-		if rel := h.lock.Release(tickCtx); rel != nil && h.lock.Err() == nil {
-			l.cfg.logger.Error(rel, "cannot release running lease", kv...)
-		}
-	}
+	_ = j.record(tickCtx, run, recent, s.interval) // before the release: the next run's record comes after
+	j.release(tickCtx, h, kv)
 	switch {
 	case stack != nil:
 		l.cfg.logger.Error(err, "job panicked", with(kv, "stack", string(stack))...)
@@ -328,7 +322,17 @@ func (j *job) execute(tickCtx context.Context, planned time.Time, interval time.
 			res.Outcome = OutcomeFailed
 		}
 	}
-	return res
+	return res, run
+}
+
+// release releases the running lease of h if h says so.
+func (j *job) release(ctx context.Context, h *hold, kv []any) {
+	if h == nil || !h.release {
+		return
+	}
+	if rel := h.lock.Release(ctx); rel != nil && h.lock.Err() == nil {
+		j.l.cfg.logger.Error(rel, "cannot release running lease", kv...)
+	}
 }
 
 // call runs the job function, turning a panic into an error and a stack.
