@@ -78,7 +78,8 @@
 // cancelled with a cause matching core.ErrLost when the leadership is
 // lost; no job starts once the node has been told. A new leader reads each
 // job's LastRun record once, at the job's first tick of its term, and
-// skips the ticks its predecessor already ran.
+// skips the ticks its predecessor already ran; with WithMissed it runs the
+// ticks that no node ran while no node led, as soon as it leads.
 //
 // Leader mode is the better choice for many jobs or very frequent ticks:
 // per tick there is no Redis work to decide who runs (per-tick claims cost
@@ -87,12 +88,35 @@
 // connections, what the last run left behind — the next run can use.
 // Per-tick claims are the better choice when the load should spread over
 // the nodes (in leader mode it is all on the leader), and when ticks must
-// not be missed: when a leader dies, no tick runs anywhere until its
-// lease expires, up to one lease TTL (WithLeaseTTL) — a graceful Close
-// hands over at once. And a claim is judged by Redis on every tick, while
-// a leader that pauses (GC, swap) past its lease's TTL can run a job after
-// the next leader took over: then only the fence, checked by the storage
-// the job writes to, keeps the paused leader's writes out.
+// not be missed: when a leader dies, no tick runs anywhere until its lease
+// expires, up to one lease TTL (WithLeaseTTL) — a graceful Close hands over
+// at once; WithMissed runs such ticks late. And a claim is judged by Redis
+// on every tick, while a leader that pauses (GC, swap) past its lease's TTL
+// can run a job after the next leader took over: then only the fence,
+// checked by the storage the job writes to, keeps the paused leader's
+// writes out.
+//
+// # Missed ticks
+//
+// A tick that no node fired — every node down, every process stalled
+// through it, Redis unreachable, no leader — is missed. By default it is
+// not run later (MissedSkip), as robfig/cron does not catch up.
+// WithMissed(MissedRunOnce()) runs the job once for its missed ticks, for
+// the latest; WithMissed(MissedRunAll(n)) runs each of them, oldest first,
+// at most the latest n; .Within(d) leaves alone those older than d:
+//
+//	l, err := cronlock.New(client, cronlock.WithMissed(cronlock.MissedRunAll(24).Within(24*time.Hour)))
+//
+// Missed ticks are the fire times after the job's LastRun record that no
+// run served and that did not come while that run ran. Nodes look for them
+// when their cron starts (AddFunc schedules a one-shot entry; with Job,
+// call Locker.CatchUp), before running a tick (a process that slept
+// through ticks) and, in leader mode, when they start to lead (the
+// takeover gap). Each catch-up run is claimed by its planned time, as the
+// tick would have been, so no two nodes run it, and runs under the running
+// lease like any run; its Tick and its record have CatchUp set and
+// Planned the missed time. A look-back that finds missed ticks logs
+// "missed" and tells an Observer that implements MissedObserver.
 //
 // # When things fail
 //
@@ -109,7 +133,9 @@
 // this node and how it ended — ran, skipped (and why), failed or lost —
 // with the job name, planned time, node, fence and duration. The context
 // it returns is the parent of the tick's lock operations and of the job
-// function's context; package otel implements it with spans and metrics:
+// function's context. An Observer that also implements MissedObserver is
+// told of missed ticks (WithMissed). Package otel implements both, with
+// spans and metrics:
 //
 //	inst := otel.New(otel.WithTracerProvider(tp), otel.WithMeterProvider(mp))
 //	client, err := core.NewRedis(rdb, core.WithObserver(inst))
@@ -118,14 +144,14 @@
 // # What it cannot do
 //
 // Ticks that no node fires — every node down, or every node's process
-// stalled through the tick — are not run later: robfig/cron does not catch
-// up, and neither does this; nor are ticks whose claims all reached Redis
-// after their window (SkipLate). A Redis whose clock jumps back may accept
-// a late claim. A Redis that loses its data (restart without
-// persistence, failover to a replica that missed the write) forgets the
-// claims of recent ticks, so a node with a lagging clock may run such a
-// tick again; use the Tick's Fence for writes that must not repeat. Nodes
-// must agree on the schedule's time zone (CRON_TZ= in the spec, or the same
-// cron.WithLocation) — a tick is a point in time, and "03:00" in two zones
-// is two ticks.
+// stalled through the tick — are not run later, nor are ticks whose claims
+// all reached Redis after their window (SkipLate), unless WithMissed says
+// so; and then only those since the job's last recorded run. A Redis whose
+// clock jumps back may accept a late claim. A Redis that loses its data
+// (restart without persistence, failover to a replica that missed the
+// write) forgets the claims of recent ticks, so a node with a lagging clock
+// may run such a tick again; use the Tick's Fence for writes that must not
+// repeat. Nodes must agree on the schedule's time zone (CRON_TZ= in the
+// spec, or the same cron.WithLocation) — a tick is a point in time, and
+// "03:00" in two zones is two ticks.
 package cronlock

@@ -20,7 +20,8 @@ var (
 
 	// ErrInvalidOption: an option value that cannot work (a negative hold,
 	// a lease TTL under one millisecond, a malformed node ID, an unknown
-	// overlap policy), a nil func, or a nil *cron.Cron.
+	// overlap policy, MissedRunAll below 1 or a negative max age), a nil
+	// func, or a nil *cron.Cron.
 	ErrInvalidOption = errors.New("cronlock: invalid option")
 
 	// ErrNilClient: New was given a nil *core.Client.

@@ -48,17 +48,25 @@ import (
 // skipped or waits. WithMinHold and WithSpread have no effect in leader
 // mode, since there are no claims.
 //
+// With WithMissed, a node that starts to lead looks back at once, in a
+// goroutine that Close waits for, for the missed ticks of every job the
+// Locker made, and runs them as the policy says — the ticks of the
+// takeover gap, when no node led — each claimed on Redis by its planned
+// time, and under the leadership's fence; each of its ticks looks back
+// too (a leader whose process slept through ticks). Only these catch-up
+// runs write claims in leader mode.
+//
 // Leader mode beats per-tick claims when there are many jobs or very
-// frequent ticks: the decision costs no Redis work, the other nodes do
-// none at all, and jobs stay on one warm node whose in-memory state
-// (caches, connections, what the last run left) they can use. It does
-// worse when the jobs' load should be spread — all of it is on the
-// leader — and when a tick must not be missed: after a leader dies, no
-// node runs any tick until its lease expires (up to one lease TTL). A
-// leader that pauses (GC, swap) past its TTL may run a job while the next
-// leader runs it too: only the fence, checked by the storage the job
-// writes to, stops it then. Per-tick claims are judged by Redis on every
-// tick and do not have that gap.
+// frequent ticks: the decision costs no Redis work, the other nodes do none
+// at all, and jobs stay on one warm node whose in-memory state (caches,
+// connections, what the last run left) they can use. It does worse when the
+// jobs' load should be spread — all of it is on the leader — and when a
+// tick must not be missed: after a leader dies, no node runs any tick until
+// its lease expires (up to one lease TTL), and such ticks run late, if at
+// all (WithMissed). A leader that pauses (GC, swap) past its TTL may run a
+// job while the next leader runs it too: only the fence, checked by the
+// storage the job writes to, stops it then. Per-tick claims are judged by
+// Redis on every tick and do not have that gap.
 func WithLeader(election string) Option {
 	return optionFunc(func(c *config) {
 		if why := name.Check(election, MaxNameLen); why != "" {
@@ -90,6 +98,7 @@ type leader struct {
 	active       int                      // runs begun and not finished
 	idle         chan struct{}            // closed when active drops to 0 after Close
 	slots        map[string]chan struct{} // one run of a job name at a time
+	catching     sync.WaitGroup           // a new term's look-backs (WithMissed)
 }
 
 func newLeader(election string) *leader {
@@ -214,6 +223,7 @@ func (l *Locker) Close(ctx context.Context) error {
 func (l *Locker) campaign(ctx context.Context) {
 	ld := l.leader
 	defer close(ld.done)
+	defer ld.catching.Wait()
 	log := l.cfg.logger
 	kv := []any{"election", ld.election, "node", l.cfg.node}
 	retry := min(max(l.cfg.leaseTTL/3, 10*time.Millisecond), time.Second)
@@ -246,11 +256,14 @@ func (l *Locker) campaign(ctx context.Context) {
 			continue
 		}
 		failing = false
-		t := &term{lock: lk, floors: map[string]time.Time{}}
+		t := &term{lock: lk, floors: map[string]time.Time{}, lasts: map[string]Run{}}
 		ld.mu.Lock()
 		ld.term = t
 		ld.mu.Unlock()
 		log.Info("leading", with(kv, "fence", lk.Fence())...)
+		if l.cfg.missed.catchesUp() { // the ticks of the takeover gap
+			ld.catching.Go(func() { _ = l.CatchUp(ctx) })
+		}
 		select {
 		case <-lk.Lost():
 		case <-ctx.Done():

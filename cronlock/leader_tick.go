@@ -16,7 +16,11 @@ type term struct {
 	// floors holds, per job name, the planned time of the latest tick run
 	// (in this term, or by a predecessor as LastRun says): later ticks
 	// only.
-	floors   map[string]time.Time
+	floors map[string]time.Time
+	// lasts holds, per job name, its latest run that this term knows of
+	// (LastRun's, or its own), for look-backs (WithMissed); none for a job
+	// with no record.
+	lasts    map[string]Run
 	active   int  // runs of this term begun and not finished
 	ended    bool // no longer this node's term (lost or resigned)
 	released bool // Release called, or to be called, by one of us
@@ -59,14 +63,34 @@ func (ld *leader) knows(t *term, job string) bool {
 	return ok
 }
 
-// setFloor records that job's ticks up to floor have run, as far as term
-// t knows.
-func (ld *leader) setFloor(t *term, job string, floor time.Time) {
+// learn records what term t knows of job from its LastRun record (ok
+// false: none): its ticks up to last.Planned have run.
+func (ld *leader) learn(t *term, job string, last Run, ok bool) {
 	ld.mu.Lock()
 	defer ld.mu.Unlock()
-	if old, ok := t.floors[job]; !ok || floor.After(old) {
-		t.floors[job] = floor
+	if old, seen := t.floors[job]; !seen || last.Planned.After(old) {
+		t.floors[job] = last.Planned
 	}
+	if ok {
+		t.lasts[job] = last
+	}
+}
+
+// ran records run, just ended, as job's latest run in term t.
+func (ld *leader) ran(t *term, job string, run Run) {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	if old, ok := t.lasts[job]; !ok || !run.Planned.Before(old.Planned) {
+		t.lasts[job] = run
+	}
+}
+
+// lastOf returns job's latest run that term t knows of.
+func (ld *leader) lastOf(t *term, job string) (Run, bool) {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	r, ok := t.lasts[job]
+	return r, ok
 }
 
 // begin starts a run of job's tick planned at planned in term t, unless
@@ -178,22 +202,11 @@ func (j *job) leaderTick(ctx context.Context, planned, next time.Time, interval 
 	defer leave()
 
 	// A new term's first tick of the job learns what its predecessor ran.
-	if !ld.knows(t, j.name) {
-		rctx, cancel := context.WithTimeout(ctx, opTimeout)
-		last, err := l.LastRun(rctx, j.name)
-		cancel()
-		switch {
-		case errors.Is(err, ErrNoRun):
-			ld.setFloor(t, j.name, time.Time{})
-		case errors.Is(err, core.ErrUnavailable), errors.Is(err, core.ErrClosed):
-			log.Error(err, "skip: cannot read the job's last run (first tick of a new leader)", kv...)
-			return TickResult{Outcome: OutcomeSkipped, Skip: skipReason(err), Err: err}
-		case err != nil: // a record no run can have written: do not let it stop the job
-			log.Error(err, "last run unreadable: running the tick without it", kv...)
-			ld.setFloor(t, j.name, time.Time{})
-		default:
-			ld.setFloor(t, j.name, last.Planned)
-		}
+	if err := j.leaderLearn(ctx, t, kv); err != nil {
+		return TickResult{Outcome: OutcomeSkipped, Skip: skipReason(err), Err: err}
+	}
+	if l.cfg.missed.catchesUp() {
+		j.leaderCatchUp(ctx, t, planned, kv)
 	}
 	switch ld.begin(t, j.name, planned) {
 	case SkipNone:
@@ -205,6 +218,93 @@ func (j *job) leaderTick(ctx context.Context, planned, next time.Time, interval 
 		return skip(SkipNotLeader, nil, "not the leader")
 	}
 	defer ld.finish(t)
-	res, _ := j.execute(ctx, runSpec{planned: planned, interval: interval}, &hold{lock: t.lock, stop: ld.closing, stopCause: ld.resigned}, kv)
+	res, run := j.execute(ctx, runSpec{planned: planned, interval: interval}, &hold{lock: t.lock, stop: ld.closing, stopCause: ld.resigned}, kv)
+	ld.ran(t, j.name, run)
 	return res
+}
+
+// leaderLearn reads, at term t's first look at the job, its LastRun
+// record: the ticks the predecessor ran are not run again, and a
+// look-back starts from it. It returns an error, logged, only when Redis
+// cannot say.
+func (j *job) leaderLearn(ctx context.Context, t *term, kv []any) error {
+	l, ld := j.l, j.l.leader
+	if ld.knows(t, j.name) {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, opTimeout)
+	last, err := l.LastRun(rctx, j.name)
+	cancel()
+	switch {
+	case errors.Is(err, ErrNoRun):
+		ld.learn(t, j.name, Run{}, false)
+	case errors.Is(err, core.ErrUnavailable), errors.Is(err, core.ErrClosed):
+		l.cfg.logger.Error(err, "skip: cannot read the job's last run (first tick of a new leader)", kv...)
+		return err
+	case err != nil: // a record no run can have written: do not let it stop the job
+		l.cfg.logger.Error(err, "last run unreadable: running the tick without it", kv...)
+		ld.learn(t, j.name, Run{}, false)
+	default:
+		ld.learn(t, j.name, last, true)
+	}
+	return nil
+}
+
+// leaderCatchUp runs, in term t, the job's ticks missed before upTo
+// (WithMissed), oldest first, each begun like a tick of the term and
+// claimed on Redis like any catch-up run. The caller holds the job's slot.
+func (j *job) leaderCatchUp(ctx context.Context, t *term, upTo time.Time, kv []any) {
+	l, ld := j.l, j.l.leader
+	last, ok := ld.lastOf(t, j.name)
+	if !ok {
+		return
+	}
+	s := j.lookBack(last, upTo, l.cfg.clock().In(j.loc))
+	if s.count == 0 {
+		return
+	}
+	j.reportMissed(ctx, s, kv)
+	h := &hold{lock: t.lock, stop: ld.closing, stopCause: ld.resigned}
+	for _, m := range s.run {
+		gate := func() (func(), SkipReason, error) {
+			switch why := ld.begin(t, j.name, m); why {
+			case SkipNone:
+				return func() { ld.finish(t) }, SkipNone, nil
+			case SkipClosed:
+				return nil, why, ld.resigned
+			default:
+				return nil, why, nil
+			}
+		}
+		res, run := j.catchUpTick(ctx, m, h, nil, gate)
+		if !run.Start.IsZero() {
+			ld.ran(t, j.name, run)
+		}
+		switch res.Skip {
+		case SkipError, SkipClosed, SkipNotLeader:
+			return
+		}
+	}
+}
+
+// leaderCatchUpNow is catchUpNow in leader mode: if this node leads, and
+// no run of the job is under way here (it would have looked back itself),
+// it looks back to upTo and runs the missed ticks.
+func (j *job) leaderCatchUpNow(ctx context.Context, upTo time.Time, kv []any) error {
+	ld := j.l.leader
+	t, why, _ := ld.current()
+	if why != SkipNone {
+		return nil // the leader looks back when it starts to lead
+	}
+	leave := ld.enter(j.name, 0)
+	if leave == nil {
+		return nil
+	}
+	defer leave()
+	kv = with(kv, "election", ld.election)
+	if err := j.leaderLearn(ctx, t, kv); err != nil {
+		return err
+	}
+	j.leaderCatchUp(context.WithoutCancel(ctx), t, upTo, kv)
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/latchkey/latchkey/core"
@@ -14,12 +15,12 @@ import (
 )
 
 // A Locker makes cron jobs run once per tick across the nodes that share
-// its Redis. Create one per node (per process) on that node's
-// *core.Client; it is safe for concurrent use. With per-tick claims (the
-// default) it keeps no goroutines of its own and needs no closing; in
-// leader mode (WithLeader) Start campaigns in a goroutine and Close ends
-// it. Its locks and records live under the Client's key prefix
-// (core.WithKeyPrefix):
+// its Redis. Create one per node (per process) on that node's *core.Client;
+// it is safe for concurrent use. With per-tick claims (the default) it
+// keeps no goroutines of its own and needs no closing; in leader mode
+// (WithLeader) Start campaigns in a goroutine (and, with WithMissed, a new
+// leader looks back in another) and Close ends them. Its locks and records
+// live under the Client's key prefix (core.WithKeyPrefix):
 //
 //	cron:<name>:<planned unix>   the claim of one tick (a record set only if
 //	                             absent; never released; expires)
@@ -42,6 +43,9 @@ type Locker struct {
 	store  *core.Records
 	cfg    config
 	leader *leader // WithLeader; nil: per-tick claims
+
+	mu   sync.Mutex
+	jobs []*job // every job made, for look-backs (WithMissed)
 }
 
 // New returns a Locker on client. New does no I/O. The error is
@@ -89,6 +93,13 @@ func New(client *core.Client, opts ...Option) (*Locker, error) {
 // so an "@every d" spec fires on every node at the same epoch-aligned
 // times (see Aligned), not d after each node's cron started. The job goes
 // through c's chain (cron.WithChain) like any other.
+//
+// With WithMissed other than MissedSkip, AddFunc also schedules on c a
+// one-shot entry that fires once, when c starts (at once if it runs), and
+// looks for the job's missed ticks, as Locker.CatchUp does for every job:
+// a fleet back from an outage runs what it missed without waiting for the
+// next tick. Its schedule's Next is the zero time after that (robfig/cron
+// then never runs it); removing the job's entry from c leaves it there.
 func (l *Locker) AddFunc(c *cron.Cron, spec, name string, fn func(ctx context.Context) error) (cron.EntryID, error) {
 	if c == nil {
 		return 0, fmt.Errorf("%w: nil *cron.Cron", ErrInvalidOption)
@@ -107,7 +118,11 @@ func (l *Locker) AddFunc(c *cron.Cron, spec, name string, fn func(ctx context.Co
 	if err != nil {
 		return 0, err
 	}
-	return c.Schedule(Aligned(sched), j), nil
+	id := c.Schedule(Aligned(sched), j)
+	if l.cfg.missed.catchesUp() {
+		c.Schedule(&atStart{}, startJob{j})
+	}
+	return id, nil
 }
 
 // Job returns a cron.Job that runs fn under name at most once per tick of
@@ -139,6 +154,12 @@ func (l *Locker) AddFunc(c *cron.Cron, spec, name string, fn func(ctx context.Co
 //  5. records the run for LastRun, logs an error or a panic through the
 //     cron.Logger (a panic never reaches the cron), and releases the
 //     running lease.
+//
+// With WithMissed other than MissedSkip, between steps 3 and 4 the node
+// looks back for ticks missed since the job's last run and runs the ones
+// the policy says, each claimed on its own, under the same running lease.
+// Ticks missed while no tick fired (the fleet was down) are found when the
+// cron starts: AddFunc arranges it; with Job, call Locker.CatchUp.
 //
 // When Redis cannot be reached the tick is skipped and logged, or run
 // without the lock with WithFailOpen(true).
@@ -185,10 +206,14 @@ func (l *Locker) newJob(name string, schedule cron.Schedule, fn func(context.Con
 	if sched.Next(l.cfg.clock().In(loc)).IsZero() {
 		return nil, fmt.Errorf("%w: job %q never fires", ErrInvalidSchedule, name)
 	}
-	return &job{
+	j := &job{
 		l: l, name: name, sched: sched, loc: loc, fn: fn,
 		runKey: "cron:" + name + ":running", lastKey: lastKey(name),
-	}, nil
+	}
+	l.mu.Lock()
+	l.jobs = append(l.jobs, j)
+	l.mu.Unlock()
+	return j, nil
 }
 
 // Run runs one tick; see Locker.Job.

@@ -12,8 +12,10 @@ import (
 // concurrent use. Install one with WithObserver.
 type Observer interface {
 	// TickStart is called when a tick begins on this node, before the
-	// tick is claimed. t carries Name, Planned and Node; its Fence and
-	// Locked are not known yet (they come in the TickResult). The context
+	// tick is claimed. t carries Name, Planned, Node and CatchUp (a
+	// catch-up run of a missed tick, WithMissed); its Fence and Locked are
+	// not known yet (they come in the TickResult). A catch-up run's ctx is
+	// the context of the tick that found it missed, if one did. The context
 	// it returns is the parent of everything the tick does: the claim, the
 	// running lease (so its lock operations are observed under it), the
 	// run record, and the job function's context (so spans the job starts
@@ -82,7 +84,8 @@ const (
 	// SkipError: claiming the tick or taking the running lease failed —
 	// Redis unreachable (and the Locker fails closed) or an invalid lock
 	// setting; in leader mode, reading the job's LastRun record at a new
-	// leader's first tick of it failed. TickResult.Err says which.
+	// leader's first tick of it failed; for a catch-up run (WithMissed),
+	// recording its start failed. TickResult.Err says which.
 	SkipError
 	// SkipLate: the claim reached Redis after the tick's window — the
 	// next fire time, by Redis's clock — because the node, its link or
@@ -140,13 +143,13 @@ type TickResult struct {
 	Duration time.Duration
 }
 
-// observe starts observing the tick planned at planned. Without an
-// Observer it returns a background context and a no-op.
-func (j *job) observe(planned time.Time) (context.Context, func(TickResult)) {
-	ctx := context.Background()
+// observe starts observing the tick planned at planned (a catch-up run's
+// if catchUp), under parent. Without an Observer it returns parent and a
+// no-op.
+func (j *job) observe(parent context.Context, planned time.Time, catchUp bool) (context.Context, func(TickResult)) {
 	o := j.l.cfg.observer
 	if o == nil {
-		return ctx, func(TickResult) {}
+		return parent, func(TickResult) {}
 	}
-	return o.TickStart(ctx, Tick{Name: j.name, Planned: planned, Node: j.l.cfg.node})
+	return o.TickStart(parent, Tick{Name: j.name, Planned: planned, Node: j.l.cfg.node, CatchUp: catchUp})
 }

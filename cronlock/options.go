@@ -84,6 +84,7 @@ type config struct {
 	location   *time.Location
 	observer   Observer
 	spread     bool
+	missed     Missed
 	election   string // WithLeader; "": per-tick claims
 	err        error  // the first invalid option
 }

@@ -33,6 +33,9 @@ type Run struct {
 	// In leader mode it is the leadership's fence, rising from term to
 	// term (see Tick.Fence).
 	Fence int64 `json:"fence,omitempty"`
+	// CatchUp is true for a catch-up run: Planned was missed, and the run
+	// came later (WithMissed; see Tick.CatchUp).
+	CatchUp bool `json:"catch_up,omitempty"`
 }
 
 // runRecord is the stored form of a Run: the run, and the nodes that ran
@@ -53,9 +56,10 @@ const lastRunRetention = 30 * 24 * time.Hour
 // replaced by the outcome when it returns, before the running lease is
 // released. A record is written only if no run of a later tick (by
 // planned time) has recorded, so LastRun never goes back to an older tick
-// — not even when a run that lost its lease ends after the next run began.
-// It returns ErrNoRun when there is none (never ran, or not in the last 30
-// days or three intervals, whichever is longer).
+// — not even when a run that lost its lease ends after the next run began,
+// or a catch-up run (WithMissed) of an older tick runs after a later tick
+// did. It returns ErrNoRun when there is none (never ran, or not in the
+// last 30 days or three intervals, whichever is longer).
 func (l *Locker) LastRun(ctx context.Context, name string) (Run, error) {
 	if err := validName(name); err != nil {
 		return Run{}, err

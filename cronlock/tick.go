@@ -22,17 +22,25 @@ type Tick struct {
 	Planned time.Time
 	// Node is this node's ID (WithNodeID).
 	Node string
-	// Fence is the running lease's fencing token; it strictly increases
-	// from run to run of the job across all nodes. Pass it with writes the
-	// job makes so that storage can reject a run that lost its lease. 0
-	// when Locked is false. In leader mode (WithLeader) it is the
-	// leadership's fence: the same for every run of one leader's term,
-	// and higher for every later term, so storage that rejects a fence
-	// lower than the last it saw turns a deposed leader away.
+	// Fence is the running lease's fencing token; it strictly increases from
+	// run to run of the job across all nodes — but catch-up runs (CatchUp)
+	// share the fence of the lease they run under: that of the tick whose
+	// look-back found them, which its own run has too, or the one lease a
+	// look-back at the cron's start takes for all it runs. Pass it with
+	// writes the job makes so that storage can reject a run that lost its
+	// lease. 0 when Locked is false. In leader mode (WithLeader) it is the
+	// leadership's fence: the same for every run of one leader's term, and
+	// higher for every later term, so storage that rejects a fence lower
+	// than the last it saw turns a deposed leader away.
 	Fence int64
 	// Locked is false only for a run without claim or lease because Redis
 	// could not be reached and the Locker fails open (WithFailOpen).
 	Locked bool
+	// CatchUp is true for a catch-up run (WithMissed): Planned passed
+	// while no node ran the job, and this run serves it late — after an
+	// outage, a paused process or a leader's takeover. It is false for a
+	// tick run in its own window.
+	CatchUp bool
 }
 
 type tickKey struct{}
@@ -48,13 +56,14 @@ func TickFromContext(ctx context.Context) (t Tick, ok bool) {
 type runSpec struct {
 	planned  time.Time
 	interval time.Duration // to the next fire time; 0 for a last tick
+	catchUp  bool          // a missed tick (WithMissed)
 	recent   []string      // the nodes that ran the job last, latest first
 }
 
 // tick runs the tick planned at planned; next is the fire time after it.
 func (j *job) tick(planned, next time.Time) {
 	l := j.l
-	ctx, end := j.observe(planned)
+	ctx, end := j.observe(context.Background(), planned, false)
 	res := TickResult{Outcome: OutcomeSkipped}
 	defer func() { end(res) }()
 	kv := []any{"job", j.name, "planned", planned, "node", l.cfg.node}
@@ -106,6 +115,9 @@ func (j *job) tick(planned, next time.Time) {
 	var h *hold
 	if lease != nil {
 		h = &hold{lock: lease, release: true}
+		if l.cfg.missed.catchesUp() {
+			last, read = j.catchUpBefore(ctx, lease, planned, last, read, kv)
+		}
 	}
 	var recent []string
 	if read {
@@ -246,17 +258,23 @@ func (h *hold) ended() error {
 // execute calls the job function under h (nil: without the lock) for the
 // tick s, records the run, logs its outcome, releases what h says and
 // returns the outcome and the run's final record. The function is not
-// called when h ended before it could be. tickCtx is the tick's context,
-// the parent of the job's.
+// called when h ended before it could be, nor for a catch-up tick whose
+// start could not be recorded: without the record, a later look-back
+// could take the tick for missed once its claim expired, and run it again.
+// tickCtx is the tick's context, the parent of the job's.
 func (j *job) execute(tickCtx context.Context, s runSpec, h *hold, kv []any) (TickResult, Run) {
 	l := j.l
-	t := Tick{Name: j.name, Planned: s.planned, Node: l.cfg.node}
+	t := Tick{Name: j.name, Planned: s.planned, Node: l.cfg.node, CatchUp: s.catchUp}
 	if h != nil {
 		t.Fence, t.Locked = h.lock.Fence(), true
 	}
 	recent := withRecent(l.cfg.node, s.recent)
-	run := Run{Name: j.name, Node: l.cfg.node, Planned: s.planned, Start: l.cfg.clock(), Running: true, Fence: t.Fence}
-	_ = j.record(tickCtx, run, recent, s.interval)
+	run := Run{Name: j.name, Node: l.cfg.node, Planned: s.planned, Start: l.cfg.clock(), Running: true, Fence: t.Fence, CatchUp: s.catchUp}
+	if err := j.record(tickCtx, run, recent, s.interval); err != nil && s.catchUp {
+		l.cfg.logger.Error(err, "skip: cannot record the start of a catch-up run", kv...)
+		j.release(tickCtx, h, kv)
+		return TickResult{Outcome: OutcomeSkipped, Skip: skipReason(err), Err: err}, run
+	}
 
 	ctx, cancel := context.WithCancelCause(tickCtx)
 	defer cancel(nil)

@@ -1,8 +1,11 @@
 // Command cron shows cronlock: three nodes — each with its own cron.Cron,
 // core.Client and cronlock.Locker, as three processes would have — run the
-// same two jobs. Every tick of "report" runs on exactly one of them; the
-// slow "settle" job keeps its running lease past the next tick, so that
-// tick is skipped instead of overlapping.
+// same two jobs. Every tick of "report" runs on exactly one of them, and
+// the ticks go round the nodes (WithSpread); the slow "settle" job keeps
+// its running lease past the next tick, so that tick is skipped instead of
+// overlapping. Then the whole fleet goes down for a few ticks, and when
+// one node comes back its cron's start looks back and catches up the
+// ticks of "report" that no node ran (WithMissed).
 //
 // With -trace, ticks and locks are instrumented by package otel: every
 // span (latchkey.cron.run, with the running lease's latchkey.acquire and
@@ -41,12 +44,22 @@ func main() {
 		defer mu.Unlock()
 		fmt.Printf(format+"\n", args...)
 	}
-	reported := make(chan struct{}, 16)
+	reported := make(chan cronlock.Tick, 16)
+	report := func(ctx context.Context) error {
+		t, _ := cronlock.TickFromContext(ctx)
+		if t.CatchUp {
+			say("%s  report  ran on %s (catch-up: no node ran it on time)", t.Planned.Format("15:04:05"), t.Node)
+		} else {
+			say("%s  report  ran on %s", t.Planned.Format("15:04:05"), t.Node)
+		}
+		reported <- t
+		return nil
+	}
 
 	var crons []*cron.Cron
 	var lockers []*cronlock.Locker
 	coreOpts := []core.Option{core.WithKeyPrefix("demo")}
-	lockOpts := []cronlock.Option{cronlock.WithLogger(skipPrinter{say})}
+	lockOpts := []cronlock.Option{cronlock.WithLogger(skipPrinter{say}), cronlock.WithMissed(cronlock.MissedRunAll(5))}
 	if tel.Inst != nil { // one Instrumentation for every client and locker
 		coreOpts = append(coreOpts, core.WithObserver(tel.Inst))
 		lockOpts = append(lockOpts, cronlock.WithObserver(tel.Inst))
@@ -62,12 +75,7 @@ func main() {
 			log.Fatal(err)
 		}
 		c := cron.New(cron.WithLocation(time.UTC))
-		_, err = l.AddFunc(c, "@every 1s", "report", func(ctx context.Context) error {
-			t, _ := cronlock.TickFromContext(ctx)
-			say("%s  report  ran on %s", t.Planned.Format("15:04:05"), t.Node)
-			reported <- struct{}{}
-			return nil
-		})
+		_, err = l.AddFunc(c, "@every 1s", "report", report)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -112,7 +120,40 @@ func main() {
 		say("last run of %-6s: tick %s on %s, took %v, error %q", name,
 			run.Planned.UTC().Format("15:04:05"), run.Node, round(run.Duration), run.Error)
 	}
+
+	// The whole fleet is down for a few ticks; then node-a starts again, as
+	// a new process: its cron's start looks back and runs the missed ticks
+	// of report (MissedRunAll(5)), before its next tick comes on time.
+	say("the fleet is down for %v; then node-a starts again", down)
+	time.Sleep(down)
+	client, err := core.NewRedis(rdb, coreOpts...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	l, err := cronlock.New(client, append(lockOpts, cronlock.WithNodeID("node-a"))...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c := cron.New(cron.WithLocation(time.UTC))
+	if _, err := l.AddFunc(c, "@every 1s", "report", report); err != nil {
+		log.Fatal(err)
+	}
+	c.Start()
+	timeout = time.After(5 * time.Second)
+	for onTime := false; !onTime; {
+		select {
+		case t := <-reported:
+			onTime = !t.CatchUp
+		case <-timeout:
+			log.Fatal("node-a ran no tick of report on time within 5s of its start")
+		}
+	}
+	<-c.Stop().Done()
 }
+
+// down is how long the whole fleet is down.
+const down = 2500 * time.Millisecond
 
 // round shortens a duration for printing.
 func round(d time.Duration) time.Duration {
@@ -123,14 +164,18 @@ func round(d time.Duration) time.Duration {
 }
 
 // skipPrinter is a cron.Logger that prints the skips worth seeing (a tick
-// whose previous run still runs) and every error.
+// whose previous run still runs), the missed ticks found, and every error.
 type skipPrinter struct{ say func(string, ...any) }
 
 func (p skipPrinter) Info(msg string, kv ...any) {
 	f := fields(kv)
-	if msg == "skip" && f["reason"] == "previous run still running" {
+	switch {
+	case msg == "skip" && f["reason"] == "previous run still running":
 		p.say("%s  %s  skipped by %s: the previous run still holds cron:%s:running",
 			f["planned"].(time.Time).UTC().Format("15:04:05"), f["job"], f["node"], f["job"])
+	case msg == "missed":
+		p.say("%s found %d missed tick(s) of %s, %s to %s; catching up %d (policy %s)", f["node"], f["count"], f["job"],
+			f["first"].(time.Time).UTC().Format("15:04:05"), f["last"].(time.Time).UTC().Format("15:04:05"), f["catch_up"], f["policy"])
 	}
 }
 
