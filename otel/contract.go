@@ -36,6 +36,10 @@ const (
 	// eventLost is added to the span that was current when a lost lease
 	// was acquired, if it is still recording.
 	eventLost = "latchkey.lease.lost"
+	// eventCronMissed is added to the span of the context a cronlock
+	// look-back reports missed ticks with (the latchkey.cron.run span of
+	// the tick that found them).
+	eventCronMissed = "latchkey.cron.missed"
 )
 
 // Attribute keys.
@@ -55,12 +59,17 @@ const (
 	keyCronNode     = attribute.Key("latchkey.cron.node")
 	keyCronSkip     = attribute.Key("latchkey.cron.skip_reason")
 	keyCronLocked   = attribute.Key("latchkey.cron.locked")
-	keyCronDuration = attribute.Key("latchkey.cron.run.duration") // seconds
-	keyHTTPScope    = attribute.Key("latchkey.http.scope")        // Decision.Scope, when not empty
-	keyStockStrat   = attribute.Key("latchkey.stock.strategy")    // the strategy that decided
-	keyStockFall    = attribute.Key("latchkey.stock.fallback")    // Auto went optimistic
-	keyStockRetries = attribute.Key("latchkey.stock.retries")     // optimistic attempts lost
-	keyActivityType = attribute.Key("latchkey.activity.type")     // a Temporal activity type
+	keyCronDuration = attribute.Key("latchkey.cron.run.duration")    // seconds
+	keyCronCatchUp  = attribute.Key("latchkey.cron.catch_up")        // a catch-up run of a missed tick
+	keyMissedCount  = attribute.Key("latchkey.cron.missed.count")    // missed ticks a look-back found
+	keyMissedRun    = attribute.Key("latchkey.cron.missed.catch_up") // how many of them it runs
+	keyMissedFirst  = attribute.Key("latchkey.cron.missed.first")    // RFC 3339, UTC
+	keyMissedLast   = attribute.Key("latchkey.cron.missed.last")     // RFC 3339, UTC
+	keyHTTPScope    = attribute.Key("latchkey.http.scope")           // Decision.Scope, when not empty
+	keyStockStrat   = attribute.Key("latchkey.stock.strategy")       // the strategy that decided
+	keyStockFall    = attribute.Key("latchkey.stock.fallback")       // Auto went optimistic
+	keyStockRetries = attribute.Key("latchkey.stock.retries")        // optimistic attempts lost
+	keyActivityType = attribute.Key("latchkey.activity.type")        // a Temporal activity type
 	keyErrorType    = semconv.ErrorTypeKey
 )
 
@@ -81,6 +90,11 @@ const (
 	// latchkey.leader.changes outcomes (a Campaign's leadership).
 	outcomeElected  = "elected"
 	outcomeResigned = "resigned"
+
+	// latchkey.cron.missed outcomes: what the policy does with a missed
+	// tick.
+	outcomeCatchUp = "catch_up" // run now, as a catch-up run
+	outcomeSkipped = "skipped"  // left missed (MissedSkip never looks)
 )
 
 // Metric names.
@@ -94,6 +108,7 @@ const (
 	metricLeaderChanges = "latchkey.leader.changes"
 	metricCronRuns      = "latchkey.cron.runs"
 	metricCronDuration  = "latchkey.cron.run.duration"
+	metricCronMissed    = "latchkey.cron.missed"
 	metricIdemRequests  = "latchkey.idempotency.requests"
 	metricDailyClaims   = "latchkey.daily.claims"
 	metricStockDeducts  = "latchkey.stock.deductions"

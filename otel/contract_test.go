@@ -43,9 +43,9 @@ func TestContract(t *testing.T) {
 			"latchkey.release released":  "latchkey.lock.fence latchkey.lock.held.duration latchkey.lock.kind latchkey.lock.name latchkey.operation.name latchkey.outcome",
 			"latchkey.release lost":      "error.type latchkey.lock.fence latchkey.lock.held.duration latchkey.lock.kind latchkey.lock.name latchkey.operation.name latchkey.outcome",
 			"latchkey.lost lost":         "error.type latchkey.lock.fence latchkey.lock.held.duration latchkey.lock.kind latchkey.lock.name latchkey.outcome",
-			"latchkey.cron.run ran":      "latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.run.duration latchkey.lock.fence latchkey.outcome",
-			"latchkey.cron.run skipped":  "latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.skip_reason latchkey.outcome",
-			"latchkey.cron.run failed":   "error.type latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.run.duration latchkey.lock.fence latchkey.outcome",
+			"latchkey.cron.run ran":      "latchkey.cron.catch_up latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.run.duration latchkey.lock.fence latchkey.outcome",
+			"latchkey.cron.run skipped":  "latchkey.cron.catch_up latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.skip_reason latchkey.outcome",
+			"latchkey.cron.run failed":   "error.type latchkey.cron.catch_up latchkey.cron.job latchkey.cron.locked latchkey.cron.node latchkey.cron.planned latchkey.cron.run.duration latchkey.lock.fence latchkey.outcome",
 
 			"latchkey.idempotency first":         "latchkey.http.scope latchkey.outcome",
 			"latchkey.idempotency replayed":      "latchkey.http.scope latchkey.outcome",
@@ -88,6 +88,40 @@ func TestContract(t *testing.T) {
 			if _, ok := want[k]; !ok {
 				t.Errorf("span %q is not in the contract", k)
 			}
+		}
+	})
+
+	t.Run("events", func(t *testing.T) {
+		want := map[string]string{ // "<span> <event>" → its attribute keys
+			"latchkey.cron.run latchkey.cron.missed": "latchkey.cron.missed.catch_up latchkey.cron.missed.count latchkey.cron.missed.first latchkey.cron.missed.last",
+		}
+		got := map[string]string{}
+		for _, s := range tel.sr.Ended() {
+			for _, e := range s.Events() {
+				got[s.Name()+" "+e.Name] = keyList(e.Attributes)
+			}
+		}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("%s:\n got  %q\n want %q", k, got[k], w)
+			}
+		}
+		for k := range got {
+			if _, ok := want[k]; !ok {
+				t.Errorf("event %q is not in the contract", k)
+			}
+		}
+		var catchUps int
+		for _, s := range tel.spans("latchkey.cron.run") {
+			if a := attrs(s); a["latchkey.cron.catch_up"].AsBool() {
+				catchUps++
+				if a["latchkey.cron.planned"].AsString() != "2031-05-06T05:00:00Z" {
+					t.Errorf("catch-up run of %s, want 05:00", a["latchkey.cron.planned"].AsString())
+				}
+			}
+		}
+		if catchUps != 1 {
+			t.Errorf("%d catch-up spans, want 1", catchUps)
 		}
 	})
 
@@ -159,9 +193,13 @@ func TestContract(t *testing.T) {
 				oc("leader", "elected"), oc("leader", "resigned")),
 			sum("latchkey.cron.runs", "Cron ticks handled by this node, by outcome.", "{run}", true,
 				job("report", "ran"), job("report", "skipped", et("latchkey.cron.skip_reason", "claimed")),
-				job("export", "failed", et("error.type", "_OTHER"))),
+				job("export", "failed", et("error.type", "_OTHER")),
+				job("digest", "ran"), job("digest", "ran", attribute.Bool("latchkey.cron.catch_up", true))),
 			hist("latchkey.cron.run.duration", "Duration of cron job function runs.",
-				job("report", "ran"), job("export", "failed", et("error.type", "_OTHER"))),
+				job("report", "ran"), job("export", "failed", et("error.type", "_OTHER")),
+				job("digest", "ran"), job("digest", "ran", attribute.Bool("latchkey.cron.catch_up", true))),
+			sum("latchkey.cron.missed", "Missed cron ticks found by this node's look-backs, by what the policy does with them: catch_up, skipped.", "{tick}", true,
+				job("digest", "catch_up"), job("digest", "skipped")),
 			sum("latchkey.idempotency.requests", "Requests decided by the Idempotency-Key middleware, by last outcome.", "{request}", true,
 				scoped("orders", "first"), scoped("orders", "replayed"), scoped("orders", "in_flight"),
 				scoped("orders", "store_error", et("error.type", "backend"))),
@@ -256,6 +294,17 @@ func generate(t *testing.T, tel *telemetry) {
 	report.Run()
 	report.Run() // claimed
 	export.Run()
+
+	// A paused process: "digest" ran at 03:00, and its 04:00 and 05:00
+	// ticks were missed; MissedRunAll(1) catches up 05:00 before 06:00.
+	digestAt := time.Date(2031, 5, 6, 3, 0, 1, 0, time.UTC)
+	ld := mustNew(cronlock.New(c, cronlock.WithObserver(tel.inst), cronlock.WithNodeID("node-a"),
+		cronlock.WithMissed(cronlock.MissedRunAll(1)), cronlock.WithSpread(false),
+		cronlock.WithClock(func() time.Time { return digestAt }), cronlock.WithLogger(cron.DiscardLogger)))
+	digest, _ := ld.Job("digest", cron.Every(time.Hour), func(context.Context) error { return nil })
+	digest.Run()
+	digestAt = digestAt.Add(3 * time.Hour)
+	digest.Run()
 
 	generateHTTP(t, tel)
 	generateStock(t, tel)

@@ -16,7 +16,10 @@ import (
 // tick's claim, its running lease (latchkey.acquire, latchkey.release) and
 // the spans the job function starts nest under it. The returned func ends
 // the span and counts the tick in latchkey.cron.runs by outcome: ran,
-// skipped (with latchkey.cron.skip_reason), failed, lost.
+// skipped (with latchkey.cron.skip_reason), failed, lost. A catch-up run
+// of a missed tick (cronlock.WithMissed) has latchkey.cron.catch_up true
+// on its span (false on every other) and on its measurements (absent on
+// the others).
 //
 // A skip by contention — the tick claimed by another node, the previous
 // run still running — is an outcome (status Unset); a skip because Redis
@@ -65,13 +68,13 @@ func tickErrorType(r cronlock.TickResult) string {
 
 func (in *Instrumentation) tickEnd(ctx context.Context, span trace.Span, t cronlock.Tick, r cronlock.TickResult) {
 	outcome, skip, errType := r.Outcome.String(), r.Skip.String(), tickErrorType(r)
-	in.m.cronRuns.Add(ctx, 1, in.cronSeries(seriesCronRuns, t.Name, skip, outcome, errType).add...)
+	in.m.cronRuns.Add(ctx, 1, in.cronSeries(seriesCronRuns, t.Name, skip, outcome, errType, t.CatchUp).add...)
 	ran := r.Outcome != cronlock.OutcomeSkipped
 	if ran {
-		in.m.cronDuration.Record(ctx, r.Duration.Seconds(), in.cronSeries(seriesCronDuration, t.Name, "", outcome, errType).rec...)
+		in.m.cronDuration.Record(ctx, r.Duration.Seconds(), in.cronSeries(seriesCronDuration, t.Name, "", outcome, errType, t.CatchUp).rec...)
 	}
 	if span.IsRecording() {
-		attrs := make([]attribute.KeyValue, 0, len(in.cfg.attrs)+9)
+		attrs := make([]attribute.KeyValue, 0, len(in.cfg.attrs)+10)
 		attrs = append(attrs, in.cfg.attrs...)
 		attrs = append(attrs,
 			keyCronJob.String(t.Name),
@@ -79,6 +82,7 @@ func (in *Instrumentation) tickEnd(ctx context.Context, span trace.Span, t cronl
 			keyCronNode.String(t.Node),
 			keyOutcome.String(outcome),
 			keyCronLocked.Bool(r.Locked),
+			keyCronCatchUp.Bool(t.CatchUp),
 		)
 		if skip != "" {
 			attrs = append(attrs, keyCronSkip.String(skip))
@@ -101,4 +105,28 @@ func (in *Instrumentation) tickEnd(ctx context.Context, span trace.Span, t cronl
 		span.SetStatus(codes.Error, r.Err.Error())
 	}
 	span.End()
+}
+
+// TicksMissed implements cronlock.MissedObserver: it counts the missed
+// ticks a look-back found in latchkey.cron.missed, by what the policy does
+// with them — catch_up (run now, each a latchkey.cron.run span of its own
+// with latchkey.cron.catch_up) and skipped (left missed) — and adds a
+// latchkey.cron.missed event, with the count, how many are caught up and
+// the planned times of the first and the last, to the span of ctx: the
+// latchkey.cron.run span of the tick that found them, if one did.
+func (in *Instrumentation) TicksMissed(ctx context.Context, m cronlock.MissedTicks) {
+	if m.CatchUp > 0 {
+		in.m.cronMissed.Add(ctx, int64(m.CatchUp), in.cronSeries(seriesCronMissed, m.Name, "", outcomeCatchUp, "", false).add...)
+	}
+	if left := m.Count - m.CatchUp; left > 0 {
+		in.m.cronMissed.Add(ctx, int64(left), in.cronSeries(seriesCronMissed, m.Name, "", outcomeSkipped, "", false).add...)
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent(eventCronMissed, trace.WithAttributes(
+			keyMissedCount.Int(m.Count),
+			keyMissedRun.Int(m.CatchUp),
+			keyMissedFirst.String(m.First.UTC().Format(time.RFC3339Nano)),
+			keyMissedLast.String(m.Last.UTC().Format(time.RFC3339Nano)),
+		))
+	}
 }

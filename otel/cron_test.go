@@ -11,6 +11,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -158,5 +159,77 @@ func TestCronRun(t *testing.T) {
 				t.Errorf("%d run duration points", n)
 			}
 		})
+	}
+}
+
+// TestCronMissed: a paused process ran a job's tick of :10 and slept
+// through :20, :30 and :40; at :50, with cronlock.MissedRunAll(2), the
+// tick's span gets a latchkey.cron.missed event (3 missed, 2 caught up,
+// from :20 to :40), latchkey.cron.missed counts 2 catch_up and 1 skipped,
+// and the catch-up runs of :30 and :40 are latchkey.cron.run spans of
+// their own, children of the :50 tick's, with latchkey.cron.catch_up true
+// on the span and on their latchkey.cron.runs count.
+func TestCronMissed(t *testing.T) {
+	tel := newTelemetry(t)
+	client, _, _ := redisClient(t, tel.inst)
+	at := time.Date(2031, 5, 6, 7, 0, 10, 0, time.UTC)
+	l := mustNew(cronlock.New(client, cronlock.WithObserver(tel.inst), cronlock.WithNodeID("node-a"),
+		cronlock.WithMissed(cronlock.MissedRunAll(2)), cronlock.WithSpread(false), cronlock.WithLogger(cron.DiscardLogger),
+		cronlock.WithClock(func() time.Time { return at })))
+	j, err := l.Job("settle", cron.Every(10*time.Second), func(context.Context) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Run()
+	at = at.Add(40 * time.Second)
+	j.Run()
+
+	var tick sdktrace.ReadOnlySpan
+	var catchUps []sdktrace.ReadOnlySpan
+	for _, s := range tel.spans("latchkey.cron.run") {
+		a := attrs(s)
+		switch {
+		case a["latchkey.cron.catch_up"].AsBool():
+			catchUps = append(catchUps, s)
+		case a["latchkey.cron.planned"].AsString() == "2031-05-06T07:00:50Z":
+			tick = s
+		}
+		if _, ok := a["latchkey.cron.catch_up"]; !ok {
+			t.Errorf("span of %s has no latchkey.cron.catch_up", a["latchkey.cron.planned"].AsString())
+		}
+	}
+	if tick == nil || len(catchUps) != 2 {
+		t.Fatalf("the :50 tick's span %v, %d catch-up spans; have %s", tick != nil, len(catchUps), tel.names())
+	}
+	for i, s := range catchUps {
+		want := []string{"2031-05-06T07:00:30Z", "2031-05-06T07:00:40Z"}[i]
+		checkSpan(t, s, tick.SpanContext(), codes.Unset, attribute.String("latchkey.cron.planned", want), outcome.String("ran"))
+	}
+	ev := tick.Events()
+	if len(ev) != 1 || ev[0].Name != "latchkey.cron.missed" {
+		t.Fatalf("events of the :50 tick %v, want latchkey.cron.missed", ev)
+	}
+	got := map[attribute.Key]attribute.Value{}
+	for _, kv := range ev[0].Attributes {
+		got[kv.Key] = kv.Value
+	}
+	if got["latchkey.cron.missed.count"].AsInt64() != 3 || got["latchkey.cron.missed.catch_up"].AsInt64() != 2 ||
+		got["latchkey.cron.missed.first"].AsString() != "2031-05-06T07:00:20Z" || got["latchkey.cron.missed.last"].AsString() != "2031-05-06T07:00:40Z" {
+		t.Errorf("event attributes %v", ev[0].Attributes)
+	}
+	job := attribute.String("latchkey.cron.job", "settle")
+	for _, c := range []struct {
+		metric string
+		want   float64
+		kv     []attribute.KeyValue
+	}{
+		{"latchkey.cron.missed", 2, []attribute.KeyValue{job, outcome.String("catch_up")}},
+		{"latchkey.cron.missed", 1, []attribute.KeyValue{job, outcome.String("skipped")}},
+		{"latchkey.cron.runs", 2, []attribute.KeyValue{job, outcome.String("ran"), attribute.Bool("latchkey.cron.catch_up", true)}},
+		{"latchkey.cron.runs", 4, []attribute.KeyValue{job, outcome.String("ran")}},
+	} {
+		if v := tel.value(t, c.metric, c.kv...); v != c.want {
+			t.Errorf("%s %v = %v, want %v", c.metric, c.kv, v, c.want)
+		}
 	}
 }

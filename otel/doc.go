@@ -48,7 +48,11 @@
 //     acquisition to loss (core hands an Observer the lease's context),
 //     so no table is kept.
 //   - latchkey.cron.run: one cronlock tick on this node — job, planned
-//     time, node, outcome (ran, skipped, failed, lost), skip reason, fence.
+//     time, node, outcome (ran, skipped, failed, lost), skip reason, fence,
+//     and latchkey.cron.catch_up: true for a catch-up run of a missed tick
+//     (cronlock.WithMissed), a child of the tick that found it missed. That
+//     tick's span gets a latchkey.cron.missed event: how many ticks were
+//     missed, how many are caught up, the first and the last.
 //   - latchkey.idempotency, latchkey.daily, latchkey.paramlock,
 //     latchkey.limit: what an httpidem or echomw middleware decided for one
 //     request, or a grpcmw interceptor for one call, a child of the
@@ -87,11 +91,15 @@
 //	latchkey.lock.waiters             updown, {waiter} name, kind
 //	latchkey.lock.losses              counter, {lock} name, kind
 //	latchkey.leader.changes           counter, {change} name, kind, outcome (elected, resigned, lost)
-//	latchkey.cron.runs                counter, {run}  job, outcome[, skip_reason][, error.type]
-//	latchkey.cron.run.duration        histogram, s   job, outcome[, error.type]
+//	latchkey.cron.runs                counter, {run}  job, outcome[, skip_reason][, error.type][, catch_up]
+//	latchkey.cron.run.duration        histogram, s   job, outcome[, error.type][, catch_up]
+//	latchkey.cron.missed              counter, {tick} job, outcome (catch_up, skipped)
 //	latchkey.idempotency.requests     counter, {request} [scope, ]outcome[, error.type]
 //	latchkey.daily.claims             counter, {claim} scope, outcome[, error.type]
 //
+// (catch_up is latchkey.cron.catch_up, present and true only for a
+// catch-up run; latchkey.cron.missed counts the missed ticks that
+// cronlock's look-backs found, by what the policy does with them.)
 // (scope is latchkey.http.scope; an Idempotency middleware has one only if
 // its config sets Scope.) The HTTP counters count each observed request
 // once, by its last outcome: a first request whose lease was lost counts as lease_lost, one

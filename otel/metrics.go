@@ -22,6 +22,7 @@ type instruments struct {
 	leaderChanges metric.Int64Counter
 	cronRuns      metric.Int64Counter
 	cronDuration  metric.Float64Histogram
+	cronMissed    metric.Int64Counter
 	idemRequests  metric.Int64Counter
 	dailyClaims   metric.Int64Counter
 	stockDeducts  metric.Int64Counter
@@ -59,6 +60,9 @@ func newInstruments(m metric.Meter) instruments {
 	handle(err)
 	in.cronRuns, err = m.Int64Counter(metricCronRuns, metric.WithUnit("{run}"),
 		metric.WithDescription("Cron ticks handled by this node, by outcome."))
+	handle(err)
+	in.cronMissed, err = m.Int64Counter(metricCronMissed, metric.WithUnit("{tick}"),
+		metric.WithDescription("Missed cron ticks found by this node's look-backs, by what the policy does with them: catch_up, skipped."))
 	handle(err)
 	in.idemRequests, err = m.Int64Counter(metricIdemRequests, metric.WithUnit("{request}"),
 		metric.WithDescription("Requests decided by the Idempotency-Key middleware, by last outcome."))
@@ -106,6 +110,7 @@ type seriesKey struct {
 	op      string
 	outcome string
 	errType string
+	catchUp bool // cron metrics: a catch-up run
 }
 
 // maxCachedSeries bounds the series cache. Names are capped (see
@@ -221,6 +226,7 @@ const (
 	seriesActivityLock
 	seriesWaiters
 	seriesLeader
+	seriesCronMissed
 )
 
 // lockAttrs builds the attributes of a lock metric series.
@@ -247,6 +253,9 @@ func (in *Instrumentation) cronAttrs(k seriesKey) []attribute.KeyValue {
 	attrs = append(attrs, keyCronJob.String(k.name), keyOutcome.String(k.outcome))
 	if k.op != "" {
 		attrs = append(attrs, keyCronSkip.String(k.op))
+	}
+	if k.catchUp {
+		attrs = append(attrs, keyCronCatchUp.Bool(true))
 	}
 	if k.errType != "" {
 		attrs = append(attrs, keyErrorType.String(k.errType))
@@ -278,8 +287,9 @@ func (in *Instrumentation) lockSeries(metric uint8, name string, kind core.Kind,
 }
 
 // cronSeries returns the series of a cron metric; the job name is capped.
-func (in *Instrumentation) cronSeries(metric uint8, job, skip, outcome, errType string) *series {
-	return in.series.get(seriesKey{metric: metric, name: in.capName(nameCronJob, job), op: skip, outcome: outcome, errType: errType}, in.cronAttrs)
+func (in *Instrumentation) cronSeries(metric uint8, job, skip, outcome, errType string, catchUp bool) *series {
+	return in.series.get(seriesKey{metric: metric, name: in.capName(nameCronJob, job), op: skip, outcome: outcome,
+		errType: errType, catchUp: catchUp}, in.cronAttrs)
 }
 
 // activitySeries returns the series of the activity lock metric; the

@@ -23,7 +23,8 @@ const Version = "0.1.0"
 
 // An Instrumentation traces and measures latchkey. One value serves every
 // package: it is a core.Observer (install it with core.WithObserver), a
-// cronlock.Observer (cronlock.WithObserver) and an httpidem.Observer (the
+// cronlock.Observer (cronlock.WithObserver; and a cronlock.MissedObserver)
+// and an httpidem.Observer (the
 // Observer field of the httpidem and echomw configs), a dbguard.Observer
 // (dbguard.WithObserver), and so on for each
 // adapter that has a hook. It is safe for concurrent use; create one per
@@ -39,10 +40,11 @@ type Instrumentation struct {
 
 // The hooks an Instrumentation implements.
 var (
-	_ core.Observer     = (*Instrumentation)(nil)
-	_ cronlock.Observer = (*Instrumentation)(nil)
-	_ httpidem.Observer = (*Instrumentation)(nil)
-	_ dbguard.Observer  = (*Instrumentation)(nil)
+	_ core.Observer           = (*Instrumentation)(nil)
+	_ cronlock.Observer       = (*Instrumentation)(nil)
+	_ cronlock.MissedObserver = (*Instrumentation)(nil)
+	_ httpidem.Observer       = (*Instrumentation)(nil)
+	_ dbguard.Observer        = (*Instrumentation)(nil)
 )
 
 // New returns an Instrumentation. With no options, spans go to the global
