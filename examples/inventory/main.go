@@ -16,9 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,10 +25,6 @@ import (
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/dbguard"
 	"github.com/latchkey/latchkey/examples/internal/demo"
-
-	"github.com/go-sql-driver/mysql"
-	_ "github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite"
 )
 
 const (
@@ -163,49 +157,19 @@ func sale(buy func()) {
 	wg.Wait()
 }
 
-// openDB opens $DATABASE_URL — postgres:// (PostgreSQL) or mysql://
-// (MySQL, MariaDB) — or an embedded SQLite file.
+// openDB opens the demo's database (demo.SQL): $DATABASE_URL, or an
+// embedded SQLite file, whose one writer is queued for in Go.
 func openDB() (*sql.DB, string, func(), error) {
-	if raw := os.Getenv("DATABASE_URL"); raw != "" {
-		u, err := url.Parse(raw)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("DATABASE_URL: %w", err)
-		}
-		var db *sql.DB
-		var what string
-		switch u.Scheme {
-		case "postgres", "postgresql":
-			db, err = sql.Open("pgx", raw)
-			what = "PostgreSQL at $DATABASE_URL"
-		case "mysql", "mariadb":
-			cfg := mysql.NewConfig()
-			cfg.User = u.User.Username()
-			cfg.Passwd, _ = u.User.Password()
-			cfg.Net, cfg.Addr = "tcp", u.Host
-			cfg.DBName = strings.TrimPrefix(u.Path, "/")
-			db, err = sql.Open("mysql", cfg.FormatDSN())
-			what = "MySQL/MariaDB at $DATABASE_URL"
-		default:
-			return nil, "", nil, fmt.Errorf("DATABASE_URL: scheme %q: want postgres:// or mysql://", u.Scheme)
-		}
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("DATABASE_URL: %w", err)
-		}
+	db, what, closeDB, err := demo.SQL()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if os.Getenv("DATABASE_URL") == "" {
+		db.SetMaxOpenConns(1) // SQLite has one writer: queue for it in Go
+	} else {
 		db.SetMaxOpenConns(16)
-		return db, what, func() { db.Close() }, nil
 	}
-	dir, err := os.MkdirTemp("", "inventory-demo")
-	if err != nil {
-		return nil, "", nil, err
-	}
-	path := filepath.Join(dir, "shop.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, "", nil, err
-	}
-	db.SetMaxOpenConns(1) // SQLite has one writer: queue for it in Go
-	return db, "embedded SQLite (set DATABASE_URL for PostgreSQL or MySQL/MariaDB)", func() { db.Close(); os.RemoveAll(dir) }, nil
+	return db, what, closeDB, nil
 }
 
 // placeholders returns the first two bind parameters of db's dialect.
