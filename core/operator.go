@@ -35,9 +35,10 @@ type evicter interface {
 // Token, Metadata, Fence, TTL, Waiters, OldestWait; Holds empty), its
 // semaphore (Holds of kind permit, PermitWaiters, PermitOldestWait) or its
 // read-write lock (Holds of kinds read and write, WritersWaiting,
-// WriterOldestWait). A key used as a lock and a semaphore
-// comes twice. match is a path.Match pattern for the keys ("" or "*": all;
-// a bad pattern is ErrInvalidOption). Keys are read as the scan finds them
+// WriterOldestWait). A key used as a lock and a semaphore comes twice.
+// match is a path.Match pattern for the keys ("" or "*": all keys, those
+// with a '/' too; in any other pattern '*' stops at '/', as path.Match's
+// does; a bad pattern is ErrInvalidOption). Keys are read as the scan finds them
 // (SCAN on every master of a Cluster), so memory stays flat however many
 // there are; a key taken or given up while the scan runs may come or not,
 // as with SCAN. On Redlock every node is scanned, and the keys seen are
@@ -45,9 +46,7 @@ type evicter interface {
 // ErrUnavailable error, and ends the scan.
 func (c *Client) Scan(ctx context.Context, match string) iter.Seq2[Info, error] {
 	return func(yield func(Info, error) bool) {
-		if match == "" {
-			match = "*"
-		}
+		all := match == "" || match == "*"
 		if _, err := path.Match(match, ""); err != nil {
 			yield(Info{}, fmt.Errorf("%w: match %q: %w", ErrInvalidOption, match, err))
 			return
@@ -67,7 +66,7 @@ func (c *Client) Scan(ctx context.Context, match string) iter.Seq2[Info, error] 
 			if !ok {
 				return true
 			}
-			if m, _ := path.Match(match, key); !m {
+			if m, _ := path.Match(match, key); !m && !all {
 				return true
 			}
 			if seen != nil {
@@ -271,9 +270,12 @@ func (b *redlockBackend) evict(ctx context.Context, mutex, sem, rw names) (int, 
 
 func (m *memoryBackend) scanNames(_ context.Context, _ string, fn func(string) bool) error {
 	m.mu.Lock()
+	now := time.Now()
 	names := make([]string, 0, len(m.leases)+len(m.sems))
-	for name := range m.leases {
-		names = append(names, name)
+	for name, ml := range m.leases {
+		if now.Before(ml.expires) { // an expired lease or record is gone
+			names = append(names, name)
+		}
 	}
 	for name := range m.sems {
 		names = append(names, name)

@@ -239,3 +239,44 @@ func TestInspectWaitAges(t *testing.T) {
 		}
 	})
 }
+
+// TestScanEveryKeyAndRecords: the default match lists keys with a '/'
+// too, and Records.Scan lists the record keys under a prefix, nothing
+// else (no leases, no other records).
+func TestScanEveryKeyAndRecords(t *testing.T) {
+	semBackends(t, func(t *testing.T, newClient func() *core.Client, _ redis.UniversalClient) {
+		c := newClient()
+		defer c.Close()
+		ctx := ctxFor(t, 10*time.Second)
+		lk, err := c.TryLock(ctx, "tenant/7:job", core.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lk.Release(ctx)
+		for _, m := range []string{"", "*"} {
+			if got := scanAll(t, c, m); !slices.Equal(got, []string{"tenant/7:job lock "}) {
+				t.Errorf("Scan(%q) = %q, want the key with a slash", m, got)
+			}
+		}
+		recs := c.Records()
+		for _, k := range []string{"rs:a:last", "rs:b/c:last", "other:x"} {
+			if err := recs.Set(ctx, k, "v", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := recs.SetIfNewer(ctx, "rs:d:last", "v", 5, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for k, err := range recs.Scan(ctx, "rs:") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, k)
+		}
+		slices.Sort(got)
+		if want := []string{"rs:a:last", "rs:b/c:last", "rs:d:last"}; !slices.Equal(got, want) {
+			t.Errorf("Records.Scan(rs:) = %q, want %q", got, want)
+		}
+	})
+}

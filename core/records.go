@@ -3,7 +3,9 @@ package core
 import (
 	"context"
 	"fmt"
+	"iter"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -138,6 +140,49 @@ func (r *Records) SetIfNewer(ctx context.Context, key, value string, order int64
 	rec := r.c.names(key).lease + ":rec"
 	ok, err := r.c.be.setRecordNewer(ctx, rec, rec+":ord", value, order, ttl)
 	return ok, unavailable("set record", key, err)
+}
+
+// Scan lists the keys of the records stored under the Client's prefix
+// whose key begins with prefix ("": every record) — for operator tools
+// (cronlock's LastRuns lists its jobs this way). Keys come as the backend
+// finds them (SCAN on every master of a Cluster; on Redlock every node,
+// each key once), so memory stays flat however many there are; a record
+// stored or expiring while the scan runs may come or not, and a key may
+// be gone by the time it is read. Claims (Claim, ClaimWithin) are records
+// too. A backend failure is yielded as an ErrUnavailable error and ends
+// the scan.
+func (r *Records) Scan(ctx context.Context, prefix string) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		sc, ok := r.c.be.(scanner)
+		if !ok {
+			yield("", fmt.Errorf("%w: this backend cannot list its records", ErrInvalidOption))
+			return
+		}
+		var seen map[string]bool // Redlock: a record is on several nodes
+		if _, redlock := r.c.be.(*redlockBackend); redlock {
+			seen = map[string]bool{}
+		}
+		head := r.c.cfg.prefix + ":{"
+		err := sc.scanNames(ctx, globEscape(head+prefix)+"*}:rec", func(name string) bool {
+			key, ok := strings.CutPrefix(name, head)
+			if !ok {
+				return true
+			}
+			if key, ok = strings.CutSuffix(key, "}:rec"); !ok || !strings.HasPrefix(key, prefix) || validKey(key) != nil {
+				return true
+			}
+			if seen != nil {
+				if seen[key] {
+					return true
+				}
+				seen[key] = true
+			}
+			return yield(key, nil)
+		})
+		if err != nil {
+			yield("", fmt.Errorf("%w: scan records: %w", ErrUnavailable, err))
+		}
+	}
 }
 
 // claimLife is how long a claim made at nowMs (unix ms) for ttl with the

@@ -181,6 +181,33 @@ func ExampleLocker_LastRun() {
 	// node-b 2031-05-06T03:00:00Z bucket not found
 }
 
+// This example lists the last run of every job the fleet runs, as an
+// operator's tool would.
+func ExampleLocker_LastRuns() {
+	client, err := core.NewMemory()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	at := time.Date(2031, 5, 6, 3, 0, 1, 0, time.UTC)
+	l, err := cronlock.New(client, cronlock.WithNodeID("node-a"), cronlock.WithLogger(cron.DiscardLogger),
+		cronlock.WithClock(func() time.Time { return at }))
+	if err != nil {
+		log.Fatal(err)
+	}
+	job, _ := l.Job("backup", cron.Every(time.Hour), func(context.Context) error { return nil })
+	job.Run()
+
+	for run, err := range l.LastRuns(context.Background()) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(run.Name, run.Node, run.Planned.UTC().Format(time.RFC3339), run.Error == "")
+	}
+	// Output:
+	// backup node-a 2031-05-06T03:00:00Z true
+}
+
 // This example shows the tick a job function serves, with the fence to
 // pass along with its writes.
 func ExampleTickFromContext() {

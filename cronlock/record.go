@@ -3,7 +3,10 @@ package cronlock
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"iter"
+	"strings"
 	"time"
 )
 
@@ -82,6 +85,36 @@ func (l *Locker) lastRecord(ctx context.Context, name string) (runRecord, error)
 		return runRecord{}, fmt.Errorf("cronlock: last run of %q: malformed record: %w", name, err)
 	}
 	return r, nil
+}
+
+// LastRuns yields the LastRun record of every job that has one on the
+// Client's backend under its key prefix — all the jobs the fleet runs,
+// not only this Locker's — for operator tools (cmd/latchkey cron, the
+// admin page). Jobs come in the order the records are found
+// (core.Records.Scan), so memory stays flat however many there are; a
+// record that expires while the scan runs is left out. A backend failure
+// or a malformed record is yielded as an error (matching
+// core.ErrUnavailable for a failure) and ends the listing.
+func (l *Locker) LastRuns(ctx context.Context) iter.Seq2[Run, error] {
+	return func(yield func(Run, error) bool) {
+		for key, err := range l.store.Scan(ctx, "cron:") {
+			if err != nil {
+				yield(Run{}, fmt.Errorf("cronlock: last runs: %w", err))
+				return
+			}
+			name, ok := strings.CutSuffix(strings.TrimPrefix(key, "cron:"), ":last")
+			if !ok || validName(name) != nil {
+				continue // a tick's claim, or not cronlock's
+			}
+			r, err := l.LastRun(ctx, name)
+			if errors.Is(err, ErrNoRun) {
+				continue
+			}
+			if !yield(r, err) || err != nil {
+				return
+			}
+		}
+	}
 }
 
 // record stores r as the job's last run, with recent as the nodes that

@@ -20,6 +20,10 @@ type kv interface {
 	claim(ctx context.Context, k claimKeys, token, subject string, at time.Time, mode CountMode) (bool, error)
 	unclaim(ctx context.Context, k claimKeys, token string, counted bool) error
 	count(ctx context.Context, k claimKeys) (int64, error)
+	// stat returns a record and its time left (-1: no expiry); del
+	// deletes one (see lookup.go).
+	stat(ctx context.Context, key string) ([]byte, time.Duration, bool, error)
+	del(ctx context.Context, key string) (bool, error)
 }
 
 // claimKeys are the storage names of one (scope, day, object): they share
