@@ -1,0 +1,17 @@
+// Package ops is the operator's facts about a latchkey deployment, shared
+// by cmd/latchkey and package admin so that the command and the page
+// always say the same thing: the held primitives (a row per primitive,
+// with its holds and waiters), everything known about one key, force
+// release, cronlock's last runs, httpidem's daily counts and stored
+// Idempotency-Key responses, and the meaning of the release notifications
+// on the wire.
+//
+// It reads through the public APIs of core, cronlock and httpidem only,
+// never by Redis key names. Its values have JSON tags: they are the JSON
+// both tools print, so a field renamed here is renamed for every script.
+//
+// What is not recorded anywhere is not shown: a waiter's start time is not
+// stored by core, so there are waiter counts but no "oldest waiter has
+// waited" age; plain (non-fair) waiters that have not yet queued (they
+// queue after 50 ms) and readers waiting for an RWMutex are not counted.
+package ops
