@@ -43,7 +43,12 @@ var funcs = template.FuncMap{
 		}
 		return d.Round(time.Second).String()
 	},
-	"ms": func(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() },
+	"ms": func(ms int64) string { // as the script's dur
+		if ms < 1000 {
+			return strconv.FormatInt(ms, 10) + "ms"
+		}
+		return strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64) + "s"
+	},
 	"stamp": func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
