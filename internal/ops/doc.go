@@ -12,6 +12,9 @@
 //
 // What is not recorded anywhere is not shown: a waiter's start time is not
 // stored by core, so there are waiter counts but no "oldest waiter has
-// waited" age; plain (non-fair) waiters that have not yet queued (they
-// queue after 50 ms) and readers waiting for an RWMutex are not counted.
+// waited" age. Waiters are counted once they are queued in Redis: fair
+// waiters (WithFair) at once, other waiters at their first retry 50 ms or
+// more into the wait (a retry comes with a release, or by the holder's
+// expiry and at most 5 s later); readers waiting for an RWMutex are not
+// recorded at all.
 package ops
