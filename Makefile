@@ -17,10 +17,12 @@ TESTFLAGS ?= -race -count=1 -timeout 15m
 
 all: vet test
 
-## demo: run the examples on embedded defaults (miniredis, SQLite)
+## demo: run the examples on embedded defaults (miniredis, SQLite); the
+## admin page example serves until interrupted, so it gets -for 5s here
 demo:
 	@for d in $$(cd examples && ls -d */ | grep -v '^internal/'); do \
-		echo "==> examples/$$d"; (cd examples && $(GO) run ./$$d) || exit 1; echo; \
+		args=; [ "$$d" = admin/ ] && args="-for 5s"; \
+		echo "==> examples/$$d $$args"; (cd examples && $(GO) run ./$$d $$args) || exit 1; echo; \
 	done
 
 ## test: all tests under the race detector (-short: the fault-injection
