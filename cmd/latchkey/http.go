@@ -76,9 +76,9 @@ func runIdem(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer s.Close()
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	lctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	rec, err := ops.Idem(ctx, s, e.principal, args[0], false)
+	rec, err := ops.Idem(lctx, s, e.principal, args[0], false)
 	if err != nil {
 		return err
 	}
@@ -89,6 +89,8 @@ func runIdem(ctx context.Context, e *env, args []string) error {
 		if err := e.confirm("Delete this stored response? The next request with the key runs again"); err != nil {
 			return err
 		}
+		ctx, cancel := context.WithTimeout(ctx, e.timeout) // the time to answer is not the command's
+		defer cancel()
 		if rec, err = ops.Idem(ctx, s, e.principal, args[0], true); err != nil {
 			return err
 		}

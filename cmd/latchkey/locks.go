@@ -158,9 +158,9 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	ictx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	before, err := ops.Inspect(ctx, c, key) // also rejects an invalid key before any write
+	before, err := ops.Inspect(ictx, c, key) // also rejects an invalid key before any write
 	if err != nil {
 		return err
 	}
@@ -179,6 +179,8 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
+	ctx, cancel = context.WithTimeout(ctx, e.timeout) // the time to answer is not the command's
+	defer cancel()
 	ev, err := ops.Evict(ctx, c, key)
 	if err != nil {
 		return err
