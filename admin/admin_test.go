@@ -123,8 +123,10 @@ func TestPage(t *testing.T) {
 			t.Errorf("%s: %d, %d bytes", asset, res.StatusCode, len(b))
 		}
 	}
-	if res, _ := get(t, f.url("nope")); res.StatusCode != 404 {
-		t.Errorf("an unknown page: %d", res.StatusCode)
+	for _, path := range []string{"nope", "static/", "api/nope"} {
+		if res, _ := get(t, f.url(path)); res.StatusCode != 404 {
+			t.Errorf("%s: %d, want 404", path, res.StatusCode)
+		}
 	}
 }
 

@@ -77,6 +77,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.methodNotAllowed(w, "GET")
 			return
 		}
+		if strings.HasSuffix(p, "/") { // no directory listings
+			writeError(w, http.StatusNotFound, "not_found", "no such page")
+			return
+		}
 		r2 := r.Clone(r.Context())
 		r2.URL.Path = p[i+len("/static"):]
 		h.static.ServeHTTP(w, r2)
