@@ -12,7 +12,7 @@
 //	latchkey locks   [--match GLOB]           held locks, semaphores and read-write locks
 //	latchkey inspect KEY                      everything known about one key
 //	latchkey release --force [--yes] KEY      take every hold of KEY away, raising its fences
-//	latchkey watch                            releases, grants, leaders as they happen
+//	latchkey watch   [--keyspace auto|on|off]  releases, grants, leaders as they happen
 //	latchkey cron    [JOB]                    the last run of every cronlock job, or of JOB
 //	latchkey daily   SCOPE OBJECT [--day D]   httpidem's count of SCOPE and OBJECT on a day
 //	latchkey idem    KEY --principal P [--delete [--yes]]

@@ -50,7 +50,7 @@ func init() {
 		{name: "locks", args: "[--match GLOB]", summary: "list held locks, semaphores and read-write locks", run: runLocks, flags: locksFlags, max: 0},
 		{name: "inspect", args: "KEY", summary: "show everything known about one key", run: runInspect, min: 1, max: 1},
 		{name: "release", args: "--force [--yes] KEY", summary: "evict every holder of KEY and raise its fences", run: runRelease, flags: releaseFlags, min: 1, max: 1},
-		{name: "watch", args: "", summary: "stream releases, grants and leaders as they happen", run: runWatch, flags: watchFlags},
+		{name: "watch", args: "[--keyspace auto|on|off]", summary: "stream releases, grants and leaders as they happen", run: runWatch, flags: watchFlags},
 		{name: "cron", args: "[JOB]", summary: "show the last run of every cronlock job, or of JOB", run: runCron, max: 1},
 		{name: "daily", args: "SCOPE OBJECT [--day YYYY-MM-DD] [--tz ZONE]", summary: "show httpidem's count of SCOPE and OBJECT on a day", run: runDaily, flags: dailyFlags, min: 2, max: 2},
 		{name: "idem", args: "KEY --principal P [--delete [--yes]]", summary: "show (or delete) a stored Idempotency-Key response", run: runIdem, flags: idemFlags, min: 1, max: 1},
@@ -143,11 +143,12 @@ func exitCode(err error) int {
 func usage(w io.Writer) {
 	fmt.Fprintf(w, "latchkey: see and act on latchkey's locks\n\nusage:\n")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  latchkey %-8s %-44s %s\n", c.name, c.args, c.summary)
+		fmt.Fprintf(w, "  latchkey %s %s\n        %s\n", c.name, c.args, c.summary)
 	}
 	fmt.Fprint(w, `
 common flags (before or after the arguments):
-  --redis URL   Redis to use (default $REDIS_URL, else redis://127.0.0.1:6379/0);
+  --redis URL   Redis to use (default $REDIS_URL, else
+                redis://127.0.0.1:6379/0);
                 ?master_name=NAME or redis+sentinel:// for Sentinel,
                 redis+cluster:// for a Cluster
   --prefix P    key prefix (default latchkey; daily and idem: latchkey:http)
