@@ -165,7 +165,7 @@ func TestAPI(t *testing.T) {
 
 	_, body = get(t, f.url("api/locks?match="+url.QueryEscape("orders/*")))
 	if !regexp.MustCompile(`^\{"locks":\[\{"key":"orders/7","type":"lock","holds":\[\{"kind":"lock","holder":"[A-Z0-9]{8}…","token":"` +
-		f.lock.Token() + `","metadata":"node-a","fence":\d+,"ttl_ms":\d+\}\],"waiters":0\}\],"truncated":false\}\n$`).MatchString(body) {
+		f.lock.Token() + `","metadata":"node-a","fence":\d+,"ttl_ms":\d+\}\],"waiters":0,"oldest_wait_ms":0\}\],"truncated":false\}\n$`).MatchString(body) {
 		t.Errorf("api/locks?match=orders/*: %s", body)
 	}
 	res, body = get(t, f.url("api/key?key="+url.QueryEscape(scriptKey)))

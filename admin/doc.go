@@ -33,8 +33,8 @@
 //
 // Locks, primitives and waiters come from core.Client.Scan (at most
 // WithLimit of them per refresh), cron runs from cronlock's LastRuns on the
-// same Client. How long a waiter has waited is not recorded by core, so
-// waiters are counted, not aged. Recent losses are leases this process
+// same Client, with the queued waiters of each primitive and how long the
+// first of them has waited. Recent losses are leases this process
 // lost, as a Recorder installed on the host's Client (core.WithObserver)
 // saw them, and the force releases done through this handler; a lease lost
 // in another process is seen there, not here.

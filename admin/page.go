@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"fmt"
 	"html/template"
 	"net/http"
 	"strconv"
@@ -33,6 +34,12 @@ func (h *handler) servePage(w http.ResponseWriter, r *http.Request) {
 
 // funcs are the template's helpers; html/template escapes what they return.
 var funcs = template.FuncMap{
+	"waiters": func(p ops.Primitive) string {
+		if p.Waiters == 0 {
+			return "0"
+		}
+		return fmt.Sprintf("%d (%s)", p.Waiters, msString(p.OldestWaitMs))
+	},
 	"ttl": func(ms int64) string {
 		if ms < 0 {
 			return "none"
@@ -43,12 +50,7 @@ var funcs = template.FuncMap{
 		}
 		return d.Round(time.Second).String()
 	},
-	"ms": func(ms int64) string { // as the script's dur
-		if ms < 1000 {
-			return strconv.FormatInt(ms, 10) + "ms"
-		}
-		return strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64) + "s"
-	},
+	"ms": msString,
 	"stamp": func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
@@ -76,4 +78,12 @@ var funcs = template.FuncMap{
 		return n
 	},
 	"kind": func(k core.Kind) string { return string(k) },
+}
+
+// msString formats milliseconds as the page's script does (dur).
+func msString(ms int64) string {
+	if ms < 1000 {
+		return strconv.FormatInt(ms, 10) + "ms"
+	}
+	return strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64) + "s"
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/internal/ops"
@@ -27,13 +28,22 @@ func holdTable(e *env) *table {
 		column{name: "HOLDER", width: 10},
 		column{name: "FENCE", width: 16, right: true},
 		column{name: "TTL", width: 7, right: true},
-		column{name: "WAITERS", width: 7, right: true},
+		column{name: "WAITERS", width: 12, right: true},
 		column{name: "METADATA", width: 8, flex: 2},
 	)
 }
 
-func holdRow(t *table, key string, h ops.Hold, waiters int) {
-	t.row(key, string(h.Kind), h.Holder, strconv.FormatInt(h.Fence, 10), ttl(h.TTLMs), strconv.Itoa(waiters), h.Metadata)
+func holdRow(t *table, key string, h ops.Hold, waiters int, oldestMs int64) {
+	t.row(key, string(h.Kind), h.Holder, strconv.FormatInt(h.Fence, 10), ttl(h.TTLMs), waitersCell(waiters, oldestMs), h.Metadata)
+}
+
+// waitersCell is a count of queued waiters and, when there are any, how
+// long the first has waited: "3 (1.2s)".
+func waitersCell(n int, oldestMs int64) string {
+	if n == 0 {
+		return "0"
+	}
+	return strconv.Itoa(n) + " (" + dur(time.Duration(oldestMs)*time.Millisecond) + ")"
 }
 
 // runLocks lists the held primitives as core's Scan finds them: one table
@@ -69,7 +79,7 @@ func runLocks(ctx context.Context, e *env, _ []string) error {
 			continue
 		}
 		for _, h := range p.Holds {
-			holdRow(t, p.Key, h, p.Waiters)
+			holdRow(t, p.Key, h, p.Waiters, p.OldestWaitMs)
 		}
 	}
 	if n == 0 && !e.json {
@@ -124,28 +134,35 @@ func printKey(e *env, k ops.Key) {
 	default:
 		fmt.Fprintf(w, "lock      free\n")
 	}
-	fmt.Fprintf(w, "          %d waiter(s) in the fair queue\n", k.FairQueue)
+	fmt.Fprintf(w, "          %d waiter(s) in the fair queue%s\n", k.FairQueue, firstFor(k.FairQueueOldestMs))
 	if len(k.Permits) > 0 || k.PermitQueue > 0 {
-		fmt.Fprintf(w, "semaphore %d permit(s) held, %d waiter(s) queued\n", len(k.Permits), k.PermitQueue)
+		fmt.Fprintf(w, "semaphore %d permit(s) held, %d waiter(s) queued%s\n", len(k.Permits), k.PermitQueue, firstFor(k.PermitQueueOldestMs))
 	}
 	if len(k.RW) > 0 || k.WritersWaiting > 0 {
-		fmt.Fprintf(w, "rwmutex   %d hold(s), %d writer(s) waiting\n", len(k.RW), k.WritersWaiting)
+		fmt.Fprintf(w, "rwmutex   %d hold(s), %d writer(s) waiting%s\n", len(k.RW), k.WritersWaiting, firstFor(k.WritersOldestMs))
 	}
 	if hs := k.Holds(); len(hs) > 0 {
 		fmt.Fprintln(w)
 		t := holdTable(e)
 		for _, h := range hs {
-			waiters := k.FairQueue
+			waiters, oldest := k.FairQueue, k.FairQueueOldestMs
 			switch h.Kind {
 			case core.KindPermit:
-				waiters = k.PermitQueue
+				waiters, oldest = k.PermitQueue, k.PermitQueueOldestMs
 			case core.KindRead, core.KindWrite:
-				waiters = k.WritersWaiting
+				waiters, oldest = k.WritersWaiting, k.WritersOldestMs
 			}
-			holdRow(t, k.Key, h, waiters)
+			holdRow(t, k.Key, h, waiters, oldest)
 		}
 	}
-	fmt.Fprintln(w, "\n(how long a waiter has waited is not recorded)")
+}
+
+// firstFor says how long a queue's first waiter has waited, if any does.
+func firstFor(ms int64) string {
+	if ms <= 0 {
+		return ""
+	}
+	return ", the first for " + dur(time.Duration(ms)*time.Millisecond)
 }
 
 // runRelease evicts every holder of a key, after a confirmation.

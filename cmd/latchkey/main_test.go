@@ -169,7 +169,7 @@ func TestLocksAndInspect(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != 0 {
 			t.Fatalf("locks --json: exit %d, %v:\n%s", r.code, err, r.stdout)
 		}
-		want := `[{"holds":[{"fence":"<fence>","holder":"<holder>","kind":"lock","metadata":"node-a pid 42","token":"<token>","ttl_ms":"<ttl>"}],"key":"orders/7","type":"lock","waiters":0}]`
+		want := `[{"holds":[{"fence":"<fence>","holder":"<holder>","kind":"lock","metadata":"node-a pid 42","token":"<token>","ttl_ms":"<ttl>"}],"key":"orders/7","oldest_wait_ms":0,"type":"lock","waiters":0}]`
 		if s := normalize(t, got); s != want {
 			t.Errorf("locks --json:\n got  %s\n want %s", s, want)
 		}
@@ -182,14 +182,14 @@ func TestLocksAndInspect(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &k); err != nil || r.code != 0 {
 			t.Fatalf("inspect --json: exit %d, %v:\n%s", r.code, err, r.stdout)
 		}
-		want = `{"fair_queue":0,"fence":0,"held":true,"key":"exports","lock":null,"permit_queue":0,` +
+		want = `{"fair_queue":0,"fair_queue_oldest_ms":0,"fence":0,"held":true,"key":"exports","lock":null,"permit_queue":0,"permit_queue_oldest_ms":0,` +
 			`"permits":[{"fence":"<fence>","holder":"<holder>","kind":"permit","metadata":"worker 1","token":"<token>","ttl_ms":"<ttl>"},` +
-			`{"fence":"<fence>","holder":"<holder>","kind":"permit","metadata":"worker 2","token":"<token>","ttl_ms":"<ttl>"}],"rw":[],"writers_waiting":0}`
+			`{"fence":"<fence>","holder":"<holder>","kind":"permit","metadata":"worker 2","token":"<token>","ttl_ms":"<ttl>"}],"rw":[],"writers_oldest_ms":0,"writers_waiting":0}`
 		if s := normalize(t, k); s != want {
 			t.Errorf("inspect --json:\n got  %s\n want %s", s, want)
 		}
 		r = runCmd(t, "", "inspect", "orders/7", "--redis", url, "--prefix", prefix)
-		if r.code != 0 || !strings.Contains(r.stdout, "held by "+lk.Token()) || !strings.Contains(r.stdout, "not recorded") {
+		if r.code != 0 || !strings.Contains(r.stdout, "held by "+lk.Token()) || !strings.Contains(r.stdout, "0 waiter(s) in the fair queue\n") {
 			t.Errorf("inspect: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
 		}
 		r = runCmd(t, "", "inspect", "free", "--redis", url, "--prefix", prefix)
@@ -401,4 +401,42 @@ func TestRun(t *testing.T) {
 	if code := run([]string{"help"}, strings.NewReader(""), &out, &errb); code != 0 || !strings.Contains(out.String(), "latchkey release") {
 		t.Errorf("run help: exit %d: %s%s", code, out.String(), errb.String())
 	}
+}
+
+// TestWaitAges: a queued waiter shows in both the table and inspect, with
+// how long it has waited.
+func TestWaitAges(t *testing.T) {
+	servers(t, func(t *testing.T, rdb redis.UniversalClient, url, prefix string) {
+		c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		held, err := c.TryLock(ctx, "queue/1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release(context.Background())
+		wctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); c.Lock(wctx, "queue/1", core.WithFair()) }()
+		defer func() { stop(); <-done }()
+		for {
+			info, err := c.Inspect(ctx, "queue/1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Waiters == 1 && info.OldestWait >= 50*time.Millisecond {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		r := runCmd(t, "", "locks", "--redis", url, "--prefix", prefix)
+		if r.code != 0 || !regexp.MustCompile(`(?m)^queue/1 +lock .* 1 \([0-9.]+m?s\)( |$)`).MatchString(r.stdout) {
+			t.Errorf("locks: exit %d, want a waiter with its age:\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		r = runCmd(t, "", "inspect", "queue/1", "--redis", url, "--prefix", prefix)
+		if r.code != 0 || !regexp.MustCompile(`1 waiter\(s\) in the fair queue, the first for [0-9.]+m?s`).MatchString(r.stdout) {
+			t.Errorf("inspect: exit %d, want the waiter's age:\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
 }

@@ -10,9 +10,9 @@
 // never by Redis key names. Its values have JSON tags: they are the JSON
 // both tools print, so a field renamed here is renamed for every script.
 //
-// What is not recorded anywhere is not shown: a waiter's start time is not
-// stored by core, so there are waiter counts but no "oldest waiter has
-// waited" age. Waiters are counted once they are queued in Redis: fair
+// What is not recorded anywhere is not shown. Queued waiters are counted,
+// with how long the first of each queue has waited (core keeps each queued
+// waiter's arrival time). Waiters are counted once they are queued in Redis: fair
 // waiters (WithFair) at once, other waiters at their first retry 50 ms or
 // more into the wait (a retry comes with a release, or by the holder's
 // expiry and at most 5 s later); readers waiting for an RWMutex are not

@@ -45,6 +45,9 @@ type Primitive struct {
 	// (WithFair, and waiters that waited 50 ms), a semaphore's permit
 	// queue, an RWMutex's waiting writers.
 	Waiters int `json:"waiters"`
+	// OldestWaitMs is how long the first of them has waited, in ms (0:
+	// nobody waits).
+	OldestWaitMs int64 `json:"oldest_wait_ms"`
 }
 
 // ShortToken shortens a token for a table: its first 8 characters and an
@@ -77,12 +80,14 @@ func holds(hs []core.Hold) []Hold {
 func FromInfo(info core.Info) Primitive {
 	switch {
 	case info.Held:
-		return Primitive{Key: info.Key, Type: TypeLock, Waiters: info.Waiters,
+		return Primitive{Key: info.Key, Type: TypeLock, Waiters: info.Waiters, OldestWaitMs: info.OldestWait.Milliseconds(),
 			Holds: []Hold{hold(core.KindLock, info.Token, info.Metadata, info.Fence, info.TTL)}}
 	case len(info.Holds) > 0 && info.Holds[0].Kind == core.KindPermit:
-		return Primitive{Key: info.Key, Type: TypeSemaphore, Holds: holds(info.Holds), Waiters: info.PermitWaiters}
+		return Primitive{Key: info.Key, Type: TypeSemaphore, Holds: holds(info.Holds),
+			Waiters: info.PermitWaiters, OldestWaitMs: info.PermitOldestWait.Milliseconds()}
 	}
-	return Primitive{Key: info.Key, Type: TypeRWMutex, Holds: holds(info.Holds), Waiters: info.WritersWaiting}
+	return Primitive{Key: info.Key, Type: TypeRWMutex, Holds: holds(info.Holds),
+		Waiters: info.WritersWaiting, OldestWaitMs: info.WriterOldestWait.Milliseconds()}
 }
 
 // Locks yields the held primitives of c's keys that match (a path.Match
@@ -115,16 +120,22 @@ type Key struct {
 	// Fence is the mutex's holder's fence, or the last fence issued for
 	// the key when it is free (0: none in the last five minutes).
 	Fence int64 `json:"fence"`
-	// FairQueue is how many waiters are queued for the mutex.
-	FairQueue int `json:"fair_queue"`
+	// FairQueue is how many waiters are queued for the mutex, and
+	// FairQueueOldestMs how long the first of them has waited (ms).
+	FairQueue         int   `json:"fair_queue"`
+	FairQueueOldestMs int64 `json:"fair_queue_oldest_ms"`
 	// Permits are the semaphore's permits, the earliest to expire first.
 	Permits []Hold `json:"permits"`
-	// PermitQueue is how many waiters are queued for a permit.
-	PermitQueue int `json:"permit_queue"`
+	// PermitQueue is how many waiters are queued for a permit, and
+	// PermitQueueOldestMs how long the first of them has waited (ms).
+	PermitQueue         int   `json:"permit_queue"`
+	PermitQueueOldestMs int64 `json:"permit_queue_oldest_ms"`
 	// RW are the RWMutex's holds: one write, or reads.
 	RW []Hold `json:"rw"`
-	// WritersWaiting is how many writers wait for the RWMutex.
-	WritersWaiting int `json:"writers_waiting"`
+	// WritersWaiting is how many writers wait for the RWMutex, and
+	// WritersOldestMs how long the first of them has waited (ms).
+	WritersWaiting  int   `json:"writers_waiting"`
+	WritersOldestMs int64 `json:"writers_oldest_ms"`
 }
 
 // Inspect returns everything core knows about key. An invalid key is an
@@ -138,8 +149,9 @@ func Inspect(ctx context.Context, c *core.Client, key string) (Key, error) {
 }
 
 func keyOf(info core.Info) Key {
-	k := Key{Key: info.Key, Fence: info.Fence, FairQueue: info.Waiters,
-		PermitQueue: info.PermitWaiters, WritersWaiting: info.WritersWaiting,
+	k := Key{Key: info.Key, Fence: info.Fence, FairQueue: info.Waiters, FairQueueOldestMs: info.OldestWait.Milliseconds(),
+		PermitQueue: info.PermitWaiters, PermitQueueOldestMs: info.PermitOldestWait.Milliseconds(),
+		WritersWaiting: info.WritersWaiting, WritersOldestMs: info.WriterOldestWait.Milliseconds(),
 		Permits: []Hold{}, RW: []Hold{}}
 	if info.Held {
 		h := hold(core.KindLock, info.Token, info.Metadata, info.Fence, info.TTL)

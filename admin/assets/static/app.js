@@ -34,6 +34,11 @@
     return ms < 1000 ? ms + "ms" : (ms / 1000).toFixed(1) + "s";
   }
 
+  // waiters is a primitive's queued waiters, and how long the first has waited.
+  function waiters(p) {
+    return p.waiters > 0 ? p.waiters + " (" + dur(p.oldest_wait_ms) + ")" : "0";
+  }
+
   function stamp(iso) {
     if (!iso || iso.indexOf("0001-") === 0) return "-";
     return iso.replace("T", " ").replace(/\.\d+/, "").replace(/(\+00:00|Z)$/, "Z");
@@ -71,7 +76,7 @@
     tr.appendChild(holder);
     tr.appendChild(text("td", h.fence, "num", "Fence"));
     tr.appendChild(text("td", ttl(h.ttl_ms), "num", "TTL"));
-    tr.appendChild(text("td", p.waiters, "num", "Waiters"));
+    tr.appendChild(text("td", waiters(p), "num", "Waiters"));
     tr.appendChild(text("td", h.metadata || "", "", "Metadata"));
     if (writes) tr.appendChild(releaseButton(p.key));
     return tr;
@@ -89,13 +94,14 @@
         tr.appendChild(text("td", p.key, "key", "Key"));
         tr.appendChild(text("td", p.type, "", "Type"));
         tr.appendChild(text("td", p.waiters, "num", "Waiters"));
+        tr.appendChild(text("td", dur(p.oldest_wait_ms), "num", "Oldest wait"));
         tr.appendChild(text("td", p.holds.length, "num", "Holders"));
         waiting.push(tr);
       }
     });
     fill($("locks-body"), locks, 7, "Nothing held.");
     fill($("prims-body"), prims, 8, "");
-    fill($("waiters-body"), waiting, 4, "Nobody waits.");
+    fill($("waiters-body"), waiting, 5, "Nobody waits.");
 
     fill($("cron-body"), s.cron.map(function (r) {
       var tr = document.createElement("tr");
