@@ -40,12 +40,12 @@ func semBackends(t *testing.T, f func(t *testing.T, newClient func() *core.Clien
 	})
 }
 
-// TestSemaphoreNeverOverLimit: workers on separate Clients, as separate
+// TestSemaphoreNeverOverLimit: 12 workers on separate Clients, as separate
 // processes would be, never hold more than the limit at once; every one
 // gets its turn; fences of the key strictly rise.
 func TestSemaphoreNeverOverLimit(t *testing.T) {
 	semBackends(t, func(t *testing.T, newClient func() *core.Client, _ redis.UniversalClient) {
-		const limit, workers, rounds = 3, 8, 5
+		const limit, workers, rounds = 3, 12, 5
 		var inside, most, done atomic.Int64
 		var mu sync.Mutex
 		fences := map[int64]bool{}
