@@ -1,34 +1,10 @@
 package dbguard
 
 import (
-	"database/sql"
 	"errors"
-	"reflect"
 	"strconv"
 	"strings"
 )
-
-// detectDialect names the dialect of db's driver, or DetectDialect when it
-// does not know it. It imports no driver.
-func detectDialect(db *sql.DB) Dialect {
-	t := reflect.TypeOf(db.Driver())
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == nil {
-		return DetectDialect
-	}
-	path := t.PkgPath()
-	switch {
-	case strings.Contains(path, "jackc/pgx"), strings.Contains(path, "lib/pq"):
-		return Postgres
-	case strings.Contains(path, "go-sql-driver/mysql"):
-		return MySQL
-	case strings.Contains(path, "sqlite"):
-		return SQLite
-	}
-	return DetectDialect
-}
 
 // rebind turns the ? placeholders of query into $1, $2, ... for Postgres.
 // The queries of this package contain no other question marks.

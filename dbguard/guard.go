@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/latchkey/latchkey/internal/name"
+	"github.com/latchkey/latchkey/internal/sqldialect"
 )
 
 // A Guard deducts stock from one table of one database so that no unit is
@@ -53,7 +54,7 @@ func New(db *sql.DB, opts ...Option) (*Guard, error) {
 	}
 	g.dialect = g.cfg.dialect
 	if g.dialect == DetectDialect {
-		g.dialect = detectDialect(db)
+		g.dialect = sqldialect.Of(db)
 		if g.dialect == DetectDialect {
 			return nil, fmt.Errorf("%w: cannot tell the SQL dialect of driver %T: use WithDialect", ErrInvalidOption, db.Driver())
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/sqldialect"
 )
 
 // Defaults used when no option says otherwise.
@@ -77,8 +78,9 @@ func (s Strategy) String() string {
 	return fmt.Sprintf("Strategy(%d)", int(s))
 }
 
-// A Dialect is the SQL flavour of the database.
-type Dialect int
+// A Dialect is the SQL flavour of the database; httpidem's Dialect is
+// the same type.
+type Dialect = sqldialect.Dialect
 
 const (
 	// DetectDialect is the zero Dialect and the default: the dialect is
@@ -87,29 +89,14 @@ const (
 	// mattn/go-sqlite3 for SQLite. A driver it does not know (a wrapping
 	// driver, for instance) makes every call fail with ErrInvalidOption:
 	// name the dialect with WithDialect.
-	DetectDialect Dialect = iota
+	DetectDialect = sqldialect.Detect
 	// Postgres is PostgreSQL (placeholders $1, SELECT ... FOR UPDATE).
-	Postgres
+	Postgres = sqldialect.Postgres
 	// MySQL is MySQL 8.0.16+ or MariaDB 10.2+ with InnoDB.
-	MySQL
+	MySQL = sqldialect.MySQL
 	// SQLite is SQLite 3.24+; transactions use BEGIN IMMEDIATE.
-	SQLite
+	SQLite = sqldialect.SQLite
 )
-
-// String returns the dialect's name, e.g. "postgres".
-func (d Dialect) String() string {
-	switch d {
-	case DetectDialect:
-		return "detect"
-	case Postgres:
-		return "postgres"
-	case MySQL:
-		return "mysql"
-	case SQLite:
-		return "sqlite"
-	}
-	return fmt.Sprintf("Dialect(%d)", int(d))
-}
 
 // Columns names the stock table's columns. An empty field keeps its
 // default: "sku", "qty", "version", "fence".

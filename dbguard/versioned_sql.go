@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/latchkey/latchkey/internal/sqldialect"
 )
 
 // VersionsInSQL returns a VersionStore on a table of db, (id, data,
@@ -44,7 +46,7 @@ func VersionsInSQL(db *sql.DB, opts ...Option) (VersionStore, error) {
 	}
 	s.d = cfg.dialect
 	if s.d == DetectDialect {
-		if s.d = detectDialect(db); s.d == DetectDialect {
+		if s.d = sqldialect.Of(db); s.d == DetectDialect {
 			return nil, fmt.Errorf("%w: cannot tell the SQL dialect of driver %T: use WithDialect", ErrInvalidOption, db.Driver())
 		}
 	}

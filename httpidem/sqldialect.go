@@ -4,13 +4,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/latchkey/latchkey/internal/sqldialect"
 )
 
-// A Dialect is the SQL flavour of a SQLStore's database.
-type Dialect int
+// A Dialect is the SQL flavour of a SQLStore's database; dbguard's
+// Dialect is the same type.
+type Dialect = sqldialect.Dialect
 
 // The dialects.
 const (
@@ -20,50 +22,14 @@ const (
 	// modernc.org/sqlite or mattn/go-sqlite3 for SQLite. A driver it does
 	// not know (a wrapping driver, say) is an error: name the dialect with
 	// WithDialect.
-	DetectDialect Dialect = iota
+	DetectDialect = sqldialect.Detect
 	// Postgres is PostgreSQL 12 or later.
-	Postgres
+	Postgres = sqldialect.Postgres
 	// MySQL is MySQL 8.0 or later, or MariaDB 10.5 or later, with InnoDB.
-	MySQL
+	MySQL = sqldialect.MySQL
 	// SQLite is SQLite 3.24 or later.
-	SQLite
+	SQLite = sqldialect.SQLite
 )
-
-// String returns the dialect's name, e.g. "postgres".
-func (d Dialect) String() string {
-	switch d {
-	case DetectDialect:
-		return "detect"
-	case Postgres:
-		return "postgres"
-	case MySQL:
-		return "mysql"
-	case SQLite:
-		return "sqlite"
-	}
-	return "Dialect(" + strconv.Itoa(int(d)) + ")"
-}
-
-// driverDialect tells the dialect from the package of db's driver type,
-// without importing any driver; DetectDialect when it does not know it.
-func driverDialect(db *sql.DB) Dialect {
-	t := reflect.TypeOf(db.Driver())
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == nil {
-		return DetectDialect
-	}
-	switch pkg := t.PkgPath(); {
-	case strings.HasPrefix(pkg, "github.com/jackc/pgx/"), pkg == "github.com/lib/pq":
-		return Postgres
-	case pkg == "github.com/go-sql-driver/mysql":
-		return MySQL
-	case pkg == "modernc.org/sqlite", pkg == "github.com/mattn/go-sqlite3":
-		return SQLite
-	}
-	return DetectDialect
-}
 
 // nowMillis is the database's clock as milliseconds since the Unix epoch,
 // as an SQL expression of dialect d. Every expiry of a SQLStore is judged

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/latchkey/latchkey/internal/sqldialect"
 )
 
 // A SQLStore is an IdempotencyStore and a ClaimCounter on a SQL database —
@@ -82,7 +84,7 @@ func NewSQLStore(db *sql.DB, opts ...SQLStoreOption) (*SQLStore, error) {
 	}
 	d := cfg.dialect
 	if d == DetectDialect {
-		if d = driverDialect(db); d == DetectDialect {
+		if d = sqldialect.Of(db); d == DetectDialect {
 			return nil, fmt.Errorf("%w: cannot tell the SQL dialect of driver %T: name it with WithDialect", ErrInvalidConfig, db.Driver())
 		}
 	}
