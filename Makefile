@@ -9,7 +9,7 @@ GO        ?= go
 # program importing core does not see their dependencies, and so do tests
 # that need SQL drivers (httpidem/sqltest) or a browser driver
 # (admin/browsertest).
-MODULES   := . ./dbguard ./echomw ./grpcmw ./temporallock ./otel ./examples ./bench ./httpidem/sqltest ./admin/browsertest
+MODULES   := . ./backends/sqllock ./dbguard ./echomw ./grpcmw ./temporallock ./otel ./examples ./bench ./httpidem/sqltest ./admin/browsertest
 PKGS      := ./...
 TESTFLAGS ?= -race -count=1 -timeout 15m
 

@@ -17,10 +17,11 @@ import (
 // backend and share it. It owns one renewal goroutine and one notification
 // subscription, started on first use and stopped by Close.
 type Client struct {
-	cfg clientConfig
-	be  backend
-	nt  *notifier
-	wd  watchdog
+	cfg  clientConfig
+	be   backend
+	caps Capability
+	nt   *notifier
+	wd   watchdog
 
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
@@ -49,9 +50,9 @@ func newClient(opts []Option) (*Client, error) {
 	return c, nil
 }
 
-// setBackend attaches the backend and its notifier.
-func (c *Client) setBackend(be backend, linger time.Duration) {
-	c.be = be
+// setBackend attaches the backend, what it offers, and its notifier.
+func (c *Client) setBackend(be backend, linger time.Duration, caps Capability) {
+	c.be, c.caps = be, caps
 	c.nt = newNotifier(be, linger)
 }
 
@@ -82,6 +83,9 @@ func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (se
 	s.ttl = s.ttl.Truncate(time.Millisecond)
 	if s.margin >= s.ttl {
 		return settings{}, fmt.Errorf("%w: drift margin %v is not below the ttl %v", ErrInvalidOption, s.margin, s.ttl)
+	}
+	if s.fair && c.caps&CapFair == 0 {
+		return settings{}, unsupported("WithFair", CapFair)
 	}
 	if ctx.Err() != nil { // never reached the server: not contention
 		return settings{}, fmt.Errorf("core: acquire %q: %w", key, context.Cause(ctx))
@@ -227,6 +231,9 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 		}
 		if retries > 0 { // the first retry follows join at once
 			d := fallbackDelay(holderTTL, queued)
+			if c.caps&CapNotify == 0 {
+				d = pollDelay(retries, holderTTL)
+			}
 			if !queued && c.canQueue(n) {
 				// Come back when starving, to queue: while waiters queue,
 				// a release grants the key to the first of them and wakes
@@ -286,8 +293,7 @@ const starvationThreshold = 50 * time.Millisecond
 // canQueue reports whether waiters of n may queue: a mutex or a
 // semaphore, on a backend with fair queues (not Redlock).
 func (c *Client) canQueue(n names) bool {
-	_, redlock := c.be.(*redlockBackend)
-	return n.limit >= 0 && !redlock
+	return n.limit >= 0 && c.caps&CapFair != 0
 }
 
 // maxFallback caps the sleep of a waiter whose notification went missing:
@@ -307,6 +313,26 @@ func fallbackDelay(holderTTL time.Duration, fair bool) time.Duration {
 		return holderTTL + jitter(2*time.Millisecond)
 	}
 	return limit - jitter(limit/5)
+}
+
+// Polling, on a backend without notifications (CapNotify): the first
+// retry comes pollFirst after the first attempt, each next one twice as
+// late up to pollMax, and never much past the holder's expiry; each delay
+// is jittered between half and all of it, so that waiters spread out.
+const (
+	pollFirst = 4 * time.Millisecond
+	pollMax   = 250 * time.Millisecond
+)
+
+// pollDelay is the delay before retry number retries (from 1) of a
+// waiter that polls.
+func pollDelay(retries int, holderTTL time.Duration) time.Duration {
+	d := pollFirst << min(retries-1, 7)
+	d = min(d, pollMax)
+	if holderTTL >= 0 && holderTTL+time.Millisecond < d {
+		d = holderTTL + time.Millisecond
+	}
+	return d/2 + jitter(d/2+1)
 }
 
 // leaveQueue takes a fair waiter that gives up out of the queue, releasing

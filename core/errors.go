@@ -51,4 +51,17 @@ var (
 	// acknowledged a lease write in time. An acquisition that gets it has
 	// released the lease again; a renewal retries while the lease lasts.
 	ErrReplicaAck = errors.New("core: replicas did not acknowledge")
+
+	// ErrUnsupported: the Client's backend lacks a capability the call
+	// needs (see Capability and Client.Require): WithFair without
+	// CapFair, Records without CapClaims, Scan without CapList, a
+	// Semaphore without CapPrimitives. It matches errors.ErrUnsupported
+	// too; an option that needs it also matches ErrInvalidOption.
+	ErrUnsupported error = unsupportedError{}
 )
+
+// unsupportedError is ErrUnsupported: it matches errors.ErrUnsupported too.
+type unsupportedError struct{}
+
+func (unsupportedError) Error() string        { return "core: not supported by this backend" }
+func (unsupportedError) Is(target error) bool { return target == errors.ErrUnsupported }

@@ -21,7 +21,7 @@ func NewMemory(opts ...Option) (*Client, error) {
 	m := &memoryBackend{leases: make(map[string]memLease), fences: make(map[string]int64),
 		queues: make(map[string]*memQueue), sems: make(map[string]map[string]memPermit),
 	}
-	c.setBackend(m, 0)
+	c.setBackend(m, 0, CapFair|CapNotify|CapList|CapClaims|CapPrimitives)
 	m.nt = c.nt
 	return c, nil
 }

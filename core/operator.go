@@ -52,8 +52,8 @@ func (c *Client) Scan(ctx context.Context, match string) iter.Seq2[Info, error] 
 			return
 		}
 		sc, ok := c.be.(scanner)
-		if !ok {
-			yield(Info{}, fmt.Errorf("%w: this backend cannot list its keys", ErrInvalidOption))
+		if !ok || c.caps&CapList == 0 {
+			yield(Info{}, unsupported("listing keys", CapList))
 			return
 		}
 		var seen map[string]bool // Redlock: a name is on several nodes
@@ -176,7 +176,7 @@ func (c *Client) Evict(ctx context.Context, key string) (Info, error) {
 	}
 	ev, ok := c.be.(evicter)
 	if !ok {
-		return Info{}, fmt.Errorf("%w: this backend cannot evict", ErrInvalidOption)
+		return Info{}, fmt.Errorf("%w: %w: this backend cannot evict", ErrInvalidOption, ErrUnsupported)
 	}
 	n, err := ev.evict(ctx, c.names(key), c.semNames(key, 1), c.kindNames(key, rwWrite))
 	if err != nil {

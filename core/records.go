@@ -53,6 +53,9 @@ func (v ClaimVerdict) String() string {
 }
 
 func (r *Records) check(key string) error {
+	if r.c.caps&CapClaims == 0 {
+		return unsupported("Records", CapClaims)
+	}
 	return validKey(key)
 }
 
@@ -154,8 +157,8 @@ func (r *Records) SetIfNewer(ctx context.Context, key, value string, order int64
 func (r *Records) Scan(ctx context.Context, prefix string) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
 		sc, ok := r.c.be.(scanner)
-		if !ok {
-			yield("", fmt.Errorf("%w: this backend cannot list its records", ErrInvalidOption))
+		if !ok || r.c.caps&(CapList|CapClaims) != CapList|CapClaims {
+			yield("", unsupported("listing records", CapList|CapClaims))
 			return
 		}
 		var seen map[string]bool // Redlock: a record is on several nodes

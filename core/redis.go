@@ -105,7 +105,7 @@ func NewRedis(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	rb := &redisBackend{rdb: rdb, ackN: c.cfg.ackN, ackTimeout: c.cfg.ackTimeout}
-	c.setBackend(rb, 2*time.Second)
+	c.setBackend(rb, 2*time.Second, CapFair|CapNotify|CapReplicaAck|CapList|CapClaims|CapPrimitives)
 	rb.ps.init(rdb, c.nt)
 	return c, nil
 }

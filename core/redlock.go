@@ -57,7 +57,7 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 		rl.nodes = append(rl.nodes, &redisBackend{rdb: rdb, ackN: c.cfg.ackN, ackTimeout: c.cfg.ackTimeout})
 		rl.names = append(rl.names, nodeName(i, rdb))
 	}
-	c.setBackend(rl, 2*time.Second)
+	c.setBackend(rl, 2*time.Second, CapNotify|CapReplicaAck|CapList|CapClaims)
 	for _, nd := range rl.nodes {
 		nd.ps.init(nd.rdb, c.nt)
 	}

@@ -107,7 +107,10 @@ func (c *Client) checkPrimitive(s *settings, limit int) error {
 		what = "read-write locks"
 	}
 	if _, ok := c.be.(*redlockBackend); ok {
-		return fmt.Errorf("%w: %s need NewRedis or NewMemory, not NewRedlock", ErrInvalidOption, what)
+		return fmt.Errorf("%w: %w: %s need NewRedis or NewMemory, not NewRedlock", ErrInvalidOption, ErrUnsupported, what)
+	}
+	if c.caps&CapPrimitives == 0 {
+		return unsupported(what, CapPrimitives)
 	}
 	if s.fair && limit < 0 {
 		return fmt.Errorf("%w: WithFair is not available on %s", ErrInvalidOption, what)

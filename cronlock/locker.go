@@ -64,6 +64,10 @@ func New(client *core.Client, opts ...Option) (*Locker, error) {
 	if l.cfg.err != nil {
 		return nil, l.cfg.err
 	}
+	// Ticks are claimed as records, judged by the store's clock.
+	if err := client.Require(core.CapClaims); err != nil {
+		return nil, fmt.Errorf("%w: cronlock needs a backend with claims: %w", ErrInvalidOption, err)
+	}
 	if l.cfg.election != "" {
 		if l.cfg.failOpen {
 			return nil, fmt.Errorf("%w: WithFailOpen(true) with WithLeader: a node that cannot reach Redis does not lead", ErrInvalidOption)

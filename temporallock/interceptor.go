@@ -58,6 +58,11 @@ func NewInterceptor(client *core.Client, opts ...Option) (*Interceptor, error) {
 	case ic.cfg.key == nil:
 		return nil, ErrNoKey
 	}
+	if ic.cfg.limit > 1 {
+		if err := client.Require(core.CapPrimitives); err != nil {
+			return nil, fmt.Errorf("%w: WithLimit needs semaphores: %w", ErrInvalidOption, err)
+		}
+	}
 	ic.holder = nodeid.Default(256)
 	return ic, nil
 }

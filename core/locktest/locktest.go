@@ -72,6 +72,10 @@ func Run(t *testing.T, newClient func(t *testing.T) *core.Client) {
 		{"RWMutex", testRWMutex},
 		{"CampaignObserve", testCampaignObserve},
 		{"LockAll", testLockAll},
+		{"UnsupportedFails", testUnsupportedFails},
+		{"Records", testRecords},
+		{"ClaimWithin", testClaimWithin},
+		{"Scan", testScan},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -188,14 +192,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // skipUnlessFair skips fair-mode tests on backends without it (Redlock).
-func skipUnlessFair(t *testing.T, c *core.Client, key string) {
+func skipUnlessFair(t *testing.T, c *core.Client, _ string) {
 	t.Helper()
-	l, err := c.TryLock(context.Background(), key+":probe", core.WithFair())
-	if errors.Is(err, core.ErrInvalidOption) {
-		t.Skipf("backend has no fair mode: %v", err)
+	skipUnless(t, c, core.CapFair, "fair queueing (WithFair)")
+}
+
+// skipUnless skips t, saying why, when c's backend does not declare need:
+// a capability a backend lacks is never tested silently.
+func skipUnless(t *testing.T, c *core.Client, need core.Capability, what string) {
+	t.Helper()
+	if err := c.Require(need); err != nil {
+		t.Skipf("skipped: %s: needs the capability %s, which this backend does not declare (it declares %q)", what, need, c.Capabilities().String())
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustRelease(t, l)
 }

@@ -14,16 +14,9 @@ import (
 
 // skipUnlessPrimitives skips a test of the semaphore and read-write lock
 // on a backend that has neither (Redlock), saying so.
-func skipUnlessPrimitives(t *testing.T, c *core.Client, key string) {
+func skipUnlessPrimitives(t *testing.T, c *core.Client, _ string) {
 	t.Helper()
-	l, err := c.Semaphore(key+":probe", 1).TryAcquire(context.Background())
-	if errors.Is(err, core.ErrInvalidOption) {
-		t.Skipf("backend has no semaphores or read-write locks: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustRelease(t, l)
+	skipUnless(t, c, core.CapPrimitives, "semaphores and read-write locks")
 }
 
 // testSemaphoreLimit: concurrent holders never exceed the limit, every one

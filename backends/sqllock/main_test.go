@@ -1,0 +1,162 @@
+package sqllock_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latchkey/latchkey/backends/sqllock"
+	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/redistest"
+	"go.uber.org/goleak"
+
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// Servers used by the tests, overridable from the environment.
+const (
+	defaultPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	defaultMySQL    = "root@tcp(127.0.0.1:3306)/test"
+)
+
+func postgresURL() string {
+	if u := os.Getenv("DATABASE_URL"); strings.HasPrefix(u, "postgres") {
+		return u
+	}
+	return defaultPostgres
+}
+
+func mysqlDSN() string {
+	if d := os.Getenv("MYSQL_DSN"); d != "" {
+		return d
+	}
+	return defaultMySQL
+}
+
+// A database the tests run on: open returns a fresh pool and the options
+// that put the tables of this test under a name of their own (dropped when
+// the test ends).
+type database struct {
+	name string
+	open func(t testing.TB) *sql.DB
+}
+
+var databases = []database{
+	{"sqlite", openSQLite},
+	{"postgres", func(t testing.TB) *sql.DB {
+		return openServer(t, "pgx", postgresURL(), "PostgreSQL (set DATABASE_URL)")
+	}},
+	{"mariadb", func(t testing.TB) *sql.DB { return openServer(t, "mysql", mysqlDSN(), "MariaDB/MySQL (set MYSQL_DSN)") }},
+}
+
+// sqliteFiles: every pool of one test opens the same file.
+var (
+	sqliteMu    sync.Mutex
+	sqliteFiles = map[string]string{}
+)
+
+func openSQLite(t testing.TB) *sql.DB {
+	t.Helper()
+	// The test and its subtests (TestX/sqlite/...) share one file, as
+	// processes on one host would.
+	parts := strings.SplitN(t.Name(), "/", 3)
+	name := strings.Join(parts[:min(len(parts), 2)], "/")
+	sqliteMu.Lock()
+	path, ok := sqliteFiles[name]
+	if !ok {
+		path = filepath.Join(t.TempDir(), "locks.db")
+		sqliteFiles[name] = path
+	}
+	sqliteMu.Unlock()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(20000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(2)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func openServer(t testing.TB, driver, dsn, what string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		redistest.Unavailable(t, "%s: %v", what, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		redistest.Unavailable(t, "no %s answers at %s: %v", what, redact(dsn), err)
+	}
+	db.SetMaxOpenConns(6)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func redact(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return dsn
+}
+
+// table migrates a pair of tables no other test uses on db and drops them
+// when the test ends; it returns the option naming them.
+func table(t testing.TB, db *sql.DB) sqllock.Option {
+	t.Helper()
+	name := "lkt_" + strings.ToLower(rand.Text()[:12])
+	opt := sqllock.WithTable(name)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sqllock.Migrate(ctx, db, opt); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, tb := range []string{name, name + "_records"} {
+			if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+tb); err != nil {
+				t.Errorf("drop %s: %v", tb, err)
+			}
+		}
+	})
+	return opt
+}
+
+func mustNew[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// newClient makes a Client on db with opts, closed when the test ends.
+func newClient(t testing.TB, db *sql.DB, opts ...sqllock.Option) *core.Client {
+	t.Helper()
+	c, err := sqllock.New(db, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

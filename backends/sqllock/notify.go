@@ -1,0 +1,158 @@
+package sqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// listener serves release notifications on PostgreSQL with pgx: one pool
+// connection LISTENs on the table's channel, a release NOTIFYs the lease's
+// name on it, and the listener hands each name to its subscriber. A lost
+// connection is re-established with backoff; notifications sent while it
+// was down are lost, and waiters then come back by their own timers.
+type listener struct {
+	db      *sql.DB
+	channel string
+
+	mu      sync.Mutex
+	subs    map[string]func(string)
+	ready   chan struct{} // closed while LISTEN is in effect
+	started bool
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// newListener returns a listener for db if its driver is pgx, else nil.
+func newListener(db *sql.DB, table string) *listener {
+	if reflect.TypeOf(db.Driver()) != reflect.TypeOf(&stdlib.Driver{}) {
+		return nil
+	}
+	return &listener{db: db, channel: table, subs: map[string]func(string){}, ready: make(chan struct{})}
+}
+
+// subscribeWait bounds how long Subscribe waits for LISTEN to take effect.
+const subscribeWait = 2 * time.Second
+
+func (l *listener) subscribe(ctx context.Context, key string, deliver func(string)) error {
+	l.mu.Lock()
+	l.subs[key] = deliver
+	if !l.started {
+		l.started = true
+		lctx, cancel := context.WithCancel(context.Background())
+		l.stop = cancel
+		l.wg.Add(1)
+		go l.run(lctx)
+	}
+	ready := l.ready
+	l.mu.Unlock()
+	t := time.NewTimer(subscribeWait)
+	defer t.Stop()
+	select {
+	case <-ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return errors.New("sqllock: LISTEN did not take effect in time")
+	}
+}
+
+func (l *listener) unsubscribe(key string) {
+	l.mu.Lock()
+	delete(l.subs, key)
+	l.mu.Unlock()
+}
+
+// notify announces the release of key (best effort, bounded).
+func (l *listener) notify(ctx context.Context, key string) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, _ = l.db.ExecContext(ctx, "SELECT pg_notify($1, $2)", l.channel, key)
+}
+
+func (l *listener) close() {
+	l.mu.Lock()
+	stop := l.stop
+	l.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	l.wg.Wait()
+}
+
+// run keeps a LISTEN connection until ctx ends.
+func (l *listener) run(ctx context.Context) {
+	defer l.wg.Done()
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		err := l.session(ctx)
+		l.mu.Lock()
+		select {
+		case <-l.ready: // was listening: not any more
+			l.ready = make(chan struct{})
+		default:
+		}
+		l.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			backoff = 50 * time.Millisecond
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// session LISTENs on one connection and delivers until it fails or ctx
+// ends.
+func (l *listener) session(ctx context.Context) error {
+	conn, err := l.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		pc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return errors.New("sqllock: not a pgx connection")
+		}
+		c := pc.Conn()
+		if _, err := c.Exec(ctx, `LISTEN "`+l.channel+`"`); err != nil {
+			return err
+		}
+		defer func() {
+			// The connection goes back to the pool: stop listening on it.
+			uctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_, _ = c.Exec(uctx, "UNLISTEN *")
+		}()
+		l.mu.Lock()
+		close(l.ready)
+		l.mu.Unlock()
+		for {
+			n, err := c.WaitForNotification(ctx)
+			if err != nil {
+				return err
+			}
+			l.mu.Lock()
+			deliver := l.subs[n.Payload]
+			l.mu.Unlock()
+			if deliver != nil {
+				deliver("")
+			}
+		}
+	})
+}
