@@ -68,6 +68,17 @@
 // the leader's announcement as metadata (resign with Release; leadership
 // lost is Lost), and Observe streams who leads, including nobody.
 //
+// Other stores: New runs the Client on any Backend — the leases of a key
+// and their fences, answered atomically per key — and the Client adds
+// tokens, renewal, the loss signal, waiting and bounds. What a backend
+// may lack is a Capability (fair queueing, notifications, replica
+// acknowledgement, listing, claims, primitives): a call that needs one it
+// lacks fails with ErrUnsupported, and adapters check with Client.Require
+// when they are built. "Writing a backend" in Backend's documentation
+// gives the four rules a backend must keep; core/locktest proves them.
+// The backends directory holds SQL (backends/sqllock) and others, each a
+// module of its own.
+//
 // What a lock cannot do: a lease is a timeout, so a holder that stalls past
 // its TTL without noticing is not stopped by the lock — only by fencing at
 // the storage that receives its writes. Use Lock.Fence.

@@ -79,6 +79,11 @@ func openSQLite(t testing.TB) *sql.DB {
 	if !ok {
 		path = filepath.Join(t.TempDir(), "locks.db")
 		sqliteFiles[name] = path
+		t.Cleanup(func() { // a benchmark runs again under the same name
+			sqliteMu.Lock()
+			delete(sqliteFiles, name)
+			sqliteMu.Unlock()
+		})
 	}
 	sqliteMu.Unlock()
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(20000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
