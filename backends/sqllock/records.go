@@ -47,7 +47,7 @@ type recWrite struct {
 
 func (b *backend) SetRecord(ctx context.Context, key, value string, ttl time.Duration) error {
 	return b.recordTx(ctx, key, func(r recRow) *recWrite {
-		return &recWrite{value: value, expMs: r.nowMs + ttl.Milliseconds()}
+		return &recWrite{value: value, expMs: expiry(r.nowMs, ttl)}
 	})
 }
 
@@ -70,7 +70,7 @@ func (b *backend) ClaimRecord(ctx context.Context, key, value string, ttl time.D
 			return nil
 		}
 		claimed = true
-		return &recWrite{value: value, expMs: r.nowMs + ttl.Milliseconds()}
+		return &recWrite{value: value, expMs: expiry(r.nowMs, ttl)}
 	})
 	return claimed && err == nil, err
 }
@@ -90,7 +90,7 @@ func (b *backend) ClaimRecordWithin(ctx context.Context, key, value string, ttl 
 		verdict = core.Claimed
 		// Live for ttl, or until just past the window, whichever is later:
 		// every claim that arrives by the deadline finds this one.
-		return &recWrite{value: value, expMs: max(r.nowMs+ttl.Milliseconds(), dl+1)}
+		return &recWrite{value: value, expMs: max(expiry(r.nowMs, ttl), dl+1)}
 	})
 	if err != nil {
 		return 0, err
@@ -105,7 +105,7 @@ func (b *backend) SetRecordIfNewer(ctx context.Context, key, value string, order
 			return nil
 		}
 		stored = true
-		return &recWrite{value: value, ord: sql.NullInt64{Int64: order, Valid: true}, expMs: r.nowMs + ttl.Milliseconds()}
+		return &recWrite{value: value, ord: sql.NullInt64{Int64: order, Valid: true}, expMs: expiry(r.nowMs, ttl)}
 	})
 	return stored && err == nil, err
 }

@@ -108,8 +108,12 @@ func nowExprs(d Dialect) (ms, us string) {
 		return "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)",
 			"CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)"
 	}
-	return "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
-		"CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)"
+	// SQLite's 'now' is whole milliseconds, but julianday is a double of
+	// days: the product lands a few µs off the millisecond, and CAST
+	// truncates (1000.99997 → 1000, a millisecond early). ROUND gives the
+	// millisecond exactly; there are no microseconds to read.
+	return "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)",
+		"(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) * 1000)"
 }
 
 func buildQueries(d Dialect, t string) queries {

@@ -105,6 +105,23 @@ func (b *backend) bin(s string) any {
 
 func (r row) held() bool { return r.token != "" && r.expMs > r.nowMs }
 
+// expiry is the expires_ms of a lease or record given ttl at nowMs: one
+// millisecond past nowMs+ttl. The clock is read in whole milliseconds
+// (truncated on SQLite, rounded on PostgreSQL and MySQL), so a reading of
+// nowMs was taken as much as a millisecond after it, and a row whose
+// expiry is nowMs+ttl would be free to others up to a millisecond before
+// ttl after the request — earlier than the holder, who counts ttl from
+// when it sent the request, stops believing it (rule 1 of core.Backend).
+// The extra millisecond makes the row free no earlier than ttl after the
+// clock was read.
+func expiry(nowMs int64, ttl time.Duration) int64 { return nowMs + ttl.Milliseconds() + 1 }
+
+// remaining is the time a row expiring at expMs surely has left at nowMs,
+// by the same reckoning: expiry's extra millisecond is not counted.
+func remaining(expMs, nowMs int64) time.Duration {
+	return time.Duration(max(expMs-nowMs-1, 0)) * time.Millisecond
+}
+
 // locked runs fn in a transaction that holds the write lock of name's row,
 // and commits if fn returns commit true. A missing row is inserted empty
 // first, outside the transaction: inserting it inside would let two
@@ -157,17 +174,16 @@ func (b *backend) Acquire(ctx context.Context, req core.AcquireRequest) (core.Ac
 		if err != nil {
 			return false, err
 		}
-		ttl := req.TTL.Milliseconds()
 		switch {
 		case r.held() && r.token == req.Token: // re-entry: keep the fence, never shorten
-			r.expMs = max(r.expMs, r.nowMs+ttl)
+			r.expMs = max(r.expMs, expiry(r.nowMs, req.TTL))
 			r.meta = req.Metadata
 		case r.held():
 			out.HolderTTL = time.Duration(r.expMs-r.nowMs) * time.Millisecond
 			return false, nil
 		default:
 			r.fence = max(r.fence+1, r.nowUs)
-			r.token, r.meta, r.expMs = req.Token, req.Metadata, r.nowMs+ttl
+			r.token, r.meta, r.expMs = req.Token, req.Metadata, expiry(r.nowMs, req.TTL)
 		}
 		if _, err := tx.ExecContext(ctx, b.q.write, r.token, b.bin(r.meta), r.fence, r.expMs, b.bin(req.Key)); err != nil {
 			return false, err
@@ -192,11 +208,11 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 		if !r.held() || r.token != token {
 			return false, nil
 		}
-		r.expMs = max(r.expMs, r.nowMs+ttl.Milliseconds())
+		r.expMs = max(r.expMs, expiry(r.nowMs, ttl))
 		if _, err := tx.ExecContext(ctx, b.q.write, r.token, b.bin(r.meta), r.fence, r.expMs, b.bin(key)); err != nil {
 			return false, err
 		}
-		held, left = true, time.Duration(r.expMs-r.nowMs)*time.Millisecond
+		held, left = true, remaining(r.expMs, r.nowMs)
 		return true, nil
 	})
 	switch {
@@ -237,7 +253,7 @@ func (b *backend) Inspect(ctx context.Context, key string) (core.Info, error) {
 	info := core.Info{Fence: r.fence}
 	if r.held() {
 		info.Held, info.Token, info.Metadata = true, r.token, r.meta
-		info.TTL = time.Duration(r.expMs-r.nowMs) * time.Millisecond
+		info.TTL = remaining(r.expMs, r.nowMs)
 	}
 	return info, nil
 }

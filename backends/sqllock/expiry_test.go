@@ -1,0 +1,53 @@
+package sqllock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/latchkey/latchkey/core"
+)
+
+// Rule 1 of core.Backend: a lease acquired for ttl is free to others no
+// earlier than ttl after the request was sent. The databases run on this
+// host, so their clock is ours: another client that gets the key must get
+// it at least ttl after the holder sent its acquisition.
+func TestHeldAtLeastTTL(t *testing.T) {
+	const ttl = 20 * time.Millisecond
+	for _, d := range databases {
+		t.Run(d.name, func(t *testing.T) {
+			db := d.open(t)
+			opt := table(t, db)
+			a := newClient(t, db, opt)
+			b := newClient(t, d.open(t), opt)
+			ctx := ctxT(t)
+			bad, worst := 0, ttl
+			for round := 0; round < 25; round++ {
+				sent := time.Now()
+				if _, err := a.TryLock(ctx, "ttl", core.WithTTL(ttl), core.WithAutoRenew(false)); err != nil {
+					t.Fatal(err)
+				}
+				for {
+					l, err := b.TryLock(ctx, "ttl", core.WithTTL(time.Second), core.WithAutoRenew(false))
+					if errors.Is(err, core.ErrNotAcquired) {
+						continue
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := time.Since(sent); got < ttl {
+						bad++
+						worst = min(worst, got)
+					}
+					if err := l.Release(ctx); err != nil {
+						t.Fatal(err)
+					}
+					break
+				}
+			}
+			if bad > 0 {
+				t.Fatalf("%d of 25 leases of %v were taken by another client early, the earliest %v after the holder sent its acquisition", bad, ttl, worst)
+			}
+		})
+	}
+}
