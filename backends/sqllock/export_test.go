@@ -54,3 +54,14 @@ func Postpone(ctx context.Context, db *sql.DB, opt Option, key string, d time.Du
 	_, err = db.ExecContext(ctx, q, d.Milliseconds(), (&backend{d: dia}).bin("latchkey:{"+key+"}"))
 	return err
 }
+
+// Cleanup runs the backend's cleanup once, as cleanupLoop does.
+func Cleanup(ctx context.Context, db *sql.DB, opts ...Option) error {
+	cfg := newConfig(opts)
+	d, err := dialectOf(db, cfg.dialect)
+	if err != nil {
+		return err
+	}
+	b := &backend{db: db, d: d, q: buildQueries(d, cfg.table)}
+	return b.cleanup(ctx)
+}

@@ -128,18 +128,22 @@ func buildQueries(d Dialect, t string) queries {
 	q := queries{
 		// Taking the row's write lock first makes the transaction's
 		// read-decide-write atomic on every database (SQLite has no FOR
-		// UPDATE; an UPDATE takes its write lock).
+		// UPDATE; an UPDATE takes its write lock). A placeholder row and a
+		// released one expire now, not at 0: cleanup keeps them (and a
+		// released row's fence) for the retention, instead of deleting
+		// the first under a transaction about to lock it, and the second
+		// with its fence at once.
 		lock:    "UPDATE " + t + " SET ver = ver + 1 WHERE name = ?",
-		insert:  ignore("INSERT INTO " + t + " (name, token, meta, fence, expires_ms, ver) VALUES (?, '', '', 0, 0, 0)"),
+		insert:  ignore("INSERT INTO " + t + " (name, token, meta, fence, expires_ms, ver) VALUES (?, '', '', 0, " + ms + ", 0)"),
 		read:    "SELECT token, meta, fence, expires_ms, " + ms + ", " + us + " FROM " + t + " WHERE name = ?",
 		write:   "UPDATE " + t + " SET token = ?, meta = ?, fence = ?, expires_ms = ? WHERE name = ?",
-		release: "UPDATE " + t + " SET token = '', meta = '', expires_ms = 0, ver = ver + 1 WHERE name = ? AND token = ? AND expires_ms > " + ms,
+		release: "UPDATE " + t + " SET token = '', meta = '', expires_ms = " + ms + ", ver = ver + 1 WHERE name = ? AND token = ? AND expires_ms > " + ms,
 		inspect: "SELECT token, meta, fence, expires_ms, " + ms + " FROM " + t + " WHERE name = ?",
 		list:    "SELECT name FROM " + t + " WHERE name > ? AND expires_ms > " + ms + " AND token <> '' ORDER BY name LIMIT " + strconv.Itoa(listPage),
 		cleanup: "DELETE FROM " + t + " WHERE expires_ms < " + ms + " - ?",
 
 		recLock:    "UPDATE " + rt + " SET ver = ver + 1 WHERE name = ?",
-		recInsert:  ignore("INSERT INTO " + rt + " (name, value, ord, expires_ms, ver) VALUES (?, '', NULL, 0, 0)"),
+		recInsert:  ignore("INSERT INTO " + rt + " (name, value, ord, expires_ms, ver) VALUES (?, '', NULL, " + ms + ", 0)"),
 		recRead:    "SELECT ord, expires_ms, " + ms + " FROM " + rt + " WHERE name = ?",
 		recWrite:   "UPDATE " + rt + " SET value = ?, ord = ?, expires_ms = ? WHERE name = ?",
 		recGet:     "SELECT value FROM " + rt + " WHERE name = ? AND expires_ms > " + ms,
