@@ -35,17 +35,21 @@ func DDL(d Dialect, opts ...Option) ([]string, error) {
 func ddl(d Dialect, table string) []string {
 	// Keys, metadata and records are any bytes (a NUL, invalid UTF-8):
 	// binary columns, compared byte for byte. MaxKeyLen + a prefix fits.
-	name, text := "TEXT", "TEXT"
+	// Tokens are compared byte for byte too: MySQL's VARCHAR compares in
+	// the table's collation, by default without case (and trailing
+	// spaces), so a deposed holder's late Release of "Worker-1" would free
+	// the lease of its successor "worker-1" (rule 3 of core.Backend).
+	name, text, token := "TEXT", "TEXT", "VARCHAR(160)"
 	switch d {
 	case sqldialect.Postgres:
 		name, text = "BYTEA", "BYTEA"
 	case sqldialect.MySQL:
-		name, text = "VARBINARY(1400)", "MEDIUMBLOB"
+		name, text, token = "VARBINARY(1400)", "MEDIUMBLOB", "VARBINARY(160)"
 	}
 	return []string{
 		"CREATE TABLE IF NOT EXISTS " + table + " (" +
 			"name " + name + " NOT NULL PRIMARY KEY, " +
-			"token VARCHAR(160) NOT NULL, " +
+			"token " + token + " NOT NULL, " +
 			"meta " + text + " NOT NULL, " +
 			"fence BIGINT NOT NULL, " +
 			"expires_ms BIGINT NOT NULL, " +
