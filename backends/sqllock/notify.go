@@ -3,6 +3,7 @@ package sqllock
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"reflect"
 	"sync"
@@ -13,7 +14,9 @@ import (
 
 // listener serves release notifications on PostgreSQL with pgx: one pool
 // connection LISTENs on the table's channel, a release NOTIFYs the lease's
-// name on it, and the listener hands each name to its subscriber. A lost
+// name on it (in hex: a payload is text, and a name is any bytes — invalid
+// UTF-8 or a NUL failed pg_notify, and the waiters slept until their
+// fallback timer), and the listener hands each name to its subscriber. A lost
 // connection is re-established with backoff; notifications sent while it
 // was down are lost, and waiters then come back by their own timers.
 type listener struct {
@@ -73,7 +76,7 @@ func (l *listener) unsubscribe(key string) {
 func (l *listener) notify(ctx context.Context, key string) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	_, _ = l.db.ExecContext(ctx, "SELECT pg_notify($1, $2)", l.channel, key)
+	_, _ = l.db.ExecContext(ctx, "SELECT pg_notify($1, $2)", l.channel, hex.EncodeToString([]byte(key)))
 }
 
 func (l *listener) close() {
@@ -147,8 +150,12 @@ func (l *listener) session(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
+			key, err := hex.DecodeString(n.Payload)
+			if err != nil {
+				continue // not ours
+			}
 			l.mu.Lock()
-			deliver := l.subs[n.Payload]
+			deliver := l.subs[string(key)]
 			l.mu.Unlock()
 			if deliver != nil {
 				deliver("")
