@@ -32,10 +32,11 @@
 //     above every fence the deleted row gave out — as long as the
 //     database clock does not step back by five minutes.
 //   - Waiting: on PostgreSQL with pgx, a release NOTIFYs the key on the
-//     table's channel, and one pooled connection per Client LISTENs, so a
-//     release wakes waiters in every process at once (WithNotify(false)
-//     turns it off). Elsewhere waiters poll from 4 ms, doubling up to
-//     250 ms, jittered, and never sleep past the holder's expiry.
+//     table's channel, and one connection per Client (its own, beside
+//     the pool) LISTENs, so a release wakes waiters in every process at
+//     once (WithNotify(false) turns it off). Elsewhere waiters poll
+//     from 4 ms, doubling up to 250 ms, jittered, and never sleep past
+//     the holder's expiry.
 //   - Records and claims (Client.Records, cronlock's ticks) are rows of
 //     the records table, judged by the same clock.
 //

@@ -9,16 +9,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// listener serves release notifications on PostgreSQL with pgx: one pool
+// listener serves release notifications on PostgreSQL with pgx: one
 // connection LISTENs on the table's channel, a release NOTIFYs the lease's
 // name on it (in hex: a payload is text, and a name is any bytes — invalid
 // UTF-8 or a NUL failed pg_notify, and the waiters slept until their
-// fallback timer), and the listener hands each name to its subscriber. A lost
-// connection is re-established with backoff; notifications sent while it
-// was down are lost, and waiters then come back by their own timers.
+// fallback timer), and the listener hands each name to its subscriber.
+// The connection is the listener's own, opened with the configuration of
+// the pool's connections but outside the pool: holding a pooled one for
+// good starved a small pool (with a pool of one, the holder could not
+// release the lease its waiter listened for). A lost connection is
+// re-established with backoff; notifications sent while it was down are
+// lost, and waiters then come back by their own timers.
 type listener struct {
 	db      *sql.DB
 	channel string
@@ -119,47 +124,65 @@ func (l *listener) run(ctx context.Context) {
 	}
 }
 
-// session LISTENs on one connection and delivers until it fails or ctx
-// ends.
+// session LISTENs on a connection of its own and delivers until it fails
+// or ctx ends.
 func (l *listener) session(ctx context.Context) error {
-	conn, err := l.db.Conn(ctx)
+	cfg, err := l.config(ctx)
 	if err != nil {
 		return err
 	}
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = c.Close(cctx)
+	}()
+	if _, err := c.Exec(ctx, `LISTEN "`+l.channel+`"`); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	close(l.ready)
+	l.mu.Unlock()
+	for {
+		n, err := c.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		key, err := hex.DecodeString(n.Payload)
+		if err != nil {
+			continue // not ours
+		}
+		l.mu.Lock()
+		deliver := l.subs[string(key)]
+		l.mu.Unlock()
+		if deliver != nil {
+			deliver("")
+		}
+	}
+}
+
+// config reads the connection configuration of db's pool, borrowing one
+// of its connections for a moment.
+func (l *listener) config(ctx context.Context) (*pgx.ConnConfig, error) {
+	conn, err := l.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
 	defer conn.Close()
-	return conn.Raw(func(dc any) error {
+	var cfg *pgx.ConnConfig
+	err = conn.Raw(func(dc any) error {
 		pc, ok := dc.(*stdlib.Conn)
 		if !ok {
 			return errors.New("sqllock: not a pgx connection")
 		}
-		c := pc.Conn()
-		if _, err := c.Exec(ctx, `LISTEN "`+l.channel+`"`); err != nil {
-			return err
-		}
-		defer func() {
-			// The connection goes back to the pool: stop listening on it.
-			uctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			_, _ = c.Exec(uctx, "UNLISTEN *")
-		}()
-		l.mu.Lock()
-		close(l.ready)
-		l.mu.Unlock()
-		for {
-			n, err := c.WaitForNotification(ctx)
-			if err != nil {
-				return err
-			}
-			key, err := hex.DecodeString(n.Payload)
-			if err != nil {
-				continue // not ours
-			}
-			l.mu.Lock()
-			deliver := l.subs[string(key)]
-			l.mu.Unlock()
-			if deliver != nil {
-				deliver("")
-			}
-		}
+		cfg = pc.Conn().Config() // a copy
+		// The copy's handler buffers the pooled connection's
+		// notifications: let pgx install the new connection's own.
+		cfg.OnNotification = nil
+		return nil
 	})
+	return cfg, err
 }

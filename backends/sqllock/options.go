@@ -92,7 +92,8 @@ func WithCleanupEvery(d time.Duration) Option {
 
 // WithNotify turns PostgreSQL's LISTEN/NOTIFY on or off (default on with
 // the pgx driver). On, a release wakes waiters in every process at once;
-// it holds one connection of the pool open for listening. Off, or on
+// it keeps one connection of its own (beside the pool, with the pool's
+// connection settings) open for listening. Off, or on
 // another database or driver, waiters poll.
 func WithNotify(on bool) Option {
 	return func(c *config) { c.notify = on }
