@@ -263,6 +263,8 @@ func New(b Backend, opts ...Option) (*Client, error) {
 	}
 	c.setBackend(ob, linger, caps)
 	ob.nt = c.nt
+	ob.done = make(chan struct{})
+	ob.subs = map[string]uint64{}
 	return c, nil
 }
 
@@ -274,6 +276,18 @@ type openBackend struct {
 	list   Lister
 	rec    RecordStore
 	nt     *notifier
+
+	// A Subscribe that failed is retried in the background until it
+	// succeeds, the channel is unsubscribed or the Client closes: the
+	// notifier counts the channel subscribed (and sends no other
+	// Subscribe), and its waiters wait for the confirmation each time
+	// they join.
+	mu        sync.Mutex
+	subs      map[string]uint64 // channel → the subscription's id
+	lastSub   uint64
+	done      chan struct{} // closed by close
+	closeOnce sync.Once
+	retries   sync.WaitGroup
 }
 
 // errNoRecords is what a record call answers on a backend without
@@ -349,23 +363,90 @@ func (o *openBackend) subscribe(ctx context.Context, channel string) error {
 		o.nt.confirm(channel)
 		return nil
 	}
-	err := o.notify.Subscribe(ctx, channel, func(token string) {
+	o.mu.Lock()
+	o.lastSub++
+	id := o.lastSub
+	o.subs[channel] = id
+	o.mu.Unlock()
+	err := o.notify.Subscribe(ctx, channel, o.deliverer(channel))
+	if err == nil {
+		o.nt.confirm(channel)
+		return nil
+	}
+	o.retries.Add(1)
+	go o.resubscribe(channel, id)
+	return err
+}
+
+// deliverer is the deliver func of channel's subscription.
+func (o *openBackend) deliverer(channel string) func(string) {
+	return func(token string) {
 		if token == "" {
 			o.nt.deliver(channel, "r:")
 			return
 		}
 		o.nt.deliver(channel, grantPrefix+token)
-	})
-	if err == nil {
-		o.nt.confirm(channel)
 	}
-	return err
+}
+
+// resubscribe retries the failed subscription id of channel, with
+// backoff, until it takes effect (and is confirmed), another subscription
+// or an unsubscribe replaces it, or the Client closes.
+func (o *openBackend) resubscribe(channel string, id uint64) {
+	defer o.retries.Done()
+	current := func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return o.subs[channel] == id
+	}
+	backoff := 50 * time.Millisecond
+	for {
+		t := time.NewTimer(backoff)
+		select {
+		case <-o.done:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if !current() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		go func() { // Close ends the attempt
+			select {
+			case <-o.done:
+			case <-ctx.Done():
+			}
+			cancel()
+		}()
+		err := o.notify.Subscribe(ctx, channel, o.deliverer(channel))
+		cancel()
+		if err == nil {
+			o.mu.Lock()
+			_, live := o.subs[channel]
+			cur := o.subs[channel] == id
+			o.mu.Unlock()
+			switch {
+			case cur:
+				o.nt.confirm(channel)
+			case !live: // unsubscribed meanwhile, and not subscribed again
+				o.notify.Unsubscribe(channel)
+			}
+			return
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }
 
 func (o *openBackend) unsubscribe(channels ...string) {
 	if o.notify == nil {
 		return
 	}
+	o.mu.Lock()
+	for _, ch := range channels {
+		delete(o.subs, ch)
+	}
+	o.mu.Unlock()
 	for _, ch := range channels {
 		o.notify.Unsubscribe(ch)
 	}
@@ -378,7 +459,11 @@ func (o *openBackend) announce(_ context.Context, channel, payload string) error
 	return nil
 }
 
-func (o *openBackend) close() { _ = o.b.Close() }
+func (o *openBackend) close() {
+	o.closeOnce.Do(func() { close(o.done) })
+	o.retries.Wait() // no Subscribe after the backend's Close
+	_ = o.b.Close()
+}
 
 func (o *openBackend) setRecord(ctx context.Context, key, value string, ttl time.Duration) error {
 	if o.rec == nil {
