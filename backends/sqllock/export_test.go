@@ -65,3 +65,6 @@ func Cleanup(ctx context.Context, db *sql.DB, opts ...Option) error {
 	b := &backend{db: db, d: d, q: buildQueries(d, cfg.table)}
 	return b.cleanup(ctx)
 }
+
+// TableOf is the leases table opts name.
+func TableOf(opts ...Option) string { return newConfig(opts).table }

@@ -352,9 +352,32 @@ func (b *backend) cleanupLoop(every time.Duration) {
 
 // cleanup deletes what cleanupLoop deletes, once.
 func (b *backend) cleanup(ctx context.Context) error {
-	if _, err := b.db.ExecContext(ctx, b.q.cleanup, fenceRetention.Milliseconds()); err != nil {
+	for _, q := range []string{b.q.cleanup, b.q.recCleanup} {
+		if err := b.deleteExpired(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteExpired runs a cleanup DELETE. On MySQL it runs in READ COMMITTED:
+// in InnoDB's default REPEATABLE READ, a DELETE that scans the table locks
+// every row it reads, live ones included, until it ends — and it ends only
+// after the rows other transactions hold are free, so one slow transaction
+// stalled every key. In READ COMMITTED it keeps the locks of the rows it
+// deletes only.
+func (b *backend) deleteExpired(ctx context.Context, q string) error {
+	if b.d != sqldialect.MySQL {
+		_, err := b.db.ExecContext(ctx, q, fenceRetention.Milliseconds())
 		return err
 	}
-	_, err := b.db.ExecContext(ctx, b.q.recCleanup, fenceRetention.Milliseconds())
-	return err
+	tx, err := b.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, q, fenceRetention.Milliseconds()); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
