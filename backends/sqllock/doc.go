@@ -42,9 +42,9 @@
 //
 // Not offered: WithFair, semaphores and read-write locks (core says
 // ErrUnsupported, and adapters that need them refuse at start-up), and
-// Evict. MySQL's clock is read with UNIX_TIMESTAMP(NOW(6)), which is
-// computed in the session time zone: run the server in UTC, or the hour a
-// daylight-saving change repeats can make expiries an hour off.
+// Evict. MySQL's clock is read as UNIX_TIMESTAMP() plus NOW(6)'s
+// microseconds, which no session time zone or daylight-saving change
+// moves.
 //
 // SQLite has one writer: open it with a busy timeout and WAL
 // (_pragma=busy_timeout(20000)&_pragma=journal_mode(WAL)); processes that

@@ -109,8 +109,12 @@ func nowExprs(d Dialect) (ms, us string) {
 		return "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
 			"CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)"
 	case sqldialect.MySQL:
-		return "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000 AS SIGNED)",
-			"CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)"
+		// UNIX_TIMESTAMP() (whole seconds) and NOW(6) both read the
+		// statement's start; neither the sum nor the microseconds depend
+		// on the session time zone, where UNIX_TIMESTAMP(NOW(6)) would
+		// (an hour off across a daylight-saving change).
+		return "(UNIX_TIMESTAMP() * 1000 + MICROSECOND(NOW(6)) DIV 1000)",
+			"(UNIX_TIMESTAMP() * 1000000 + MICROSECOND(NOW(6)))"
 	}
 	// SQLite's 'now' is whole milliseconds, but julianday is a double of
 	// days: the product lands a few µs off the millisecond, and CAST
