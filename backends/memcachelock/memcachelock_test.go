@@ -318,3 +318,22 @@ func BenchmarkCycle(b *testing.B) {
 		}
 	}
 }
+
+// Metadata may hold the separator of the lease value, and any byte.
+func TestMetadataAnyBytes(t *testing.T) {
+	srv := startServer(t)
+	c := newClient(t, newMC(t, srv))
+	ctx := ctxT(t)
+	const meta = "host|a|\x00\r\n é|"
+	l, err := c.TryLock(ctx, "meta", core.WithMetadata(meta))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Inspect(ctx, "meta")
+	if err != nil || info.Metadata != meta || info.Token != l.Token() || info.Fence != l.Fence() {
+		t.Fatalf("Inspect: %+v %v, want metadata %q", info, err, meta)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
