@@ -1,0 +1,372 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/latchkey/latchkey/core"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// New returns a core.Client whose leases live in etcd, reached through
+// cli: one key per lease, attached to an etcd lease of its own. The Client
+// declares core.CapNotify (unless WithNotify(false)), core.CapReplicaAck
+// and core.CapList; it has no fair queueing, records, semaphores or
+// read-write locks. The error is core.ErrInvalidOption for a nil cli or a
+// bad option.
+//
+// New uses cli.KV, cli.Lease and cli.Watcher: a client whose three are
+// wrapped by etcd's namespace package keeps the keys under its prefix.
+// Closing the Client stops the backend's watches; it does not close cli,
+// which must outlive the Client.
+func New(cli *clientv3.Client, opts ...Option) (*core.Client, error) {
+	if cli == nil {
+		return nil, fmt.Errorf("%w: etcdlock: nil *clientv3.Client", core.ErrInvalidOption)
+	}
+	cfg := newConfig(opts)
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
+	b := &backend{
+		kv:      cli.KV,
+		lease:   cli.Lease,
+		watcher: cli.Watcher,
+		timeout: cfg.timeout,
+		notify:  cfg.notify,
+		subs:    map[string]*sub{},
+	}
+	return core.New(b, cfg.core...)
+}
+
+// sep ends the token in a key's value: the value is token|metadata, and a
+// token never holds '|'.
+const sep = "|"
+
+// maxAttempts bounds the optimistic retries of one call whose compare
+// failed because the key changed between two requests (a re-entry of the
+// same token elsewhere, an expiry).
+const maxAttempts = 8
+
+// errBusy is the error of a call that lost maxAttempts races in a row.
+var errBusy = errors.New("etcdlock: the key kept changing; gave up")
+
+// backend implements core.Backend on etcd.
+type backend struct {
+	kv      clientv3.KV
+	lease   clientv3.Lease
+	watcher clientv3.Watcher
+	timeout time.Duration
+	notify  bool
+
+	mu     sync.Mutex
+	subs   map[string]*sub
+	closed bool
+	wg     sync.WaitGroup
+}
+
+var (
+	_ core.Backend  = (*backend)(nil)
+	_ core.Notifier = (*backend)(nil)
+	_ core.Lister   = (*backend)(nil)
+)
+
+func (b *backend) Capabilities() core.Capability {
+	caps := core.CapReplicaAck | core.CapList
+	if b.notify {
+		caps |= core.CapNotify
+	}
+	return caps
+}
+
+// bound applies the request timeout to a context without a deadline.
+func (b *backend) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, b.timeout)
+}
+
+// ttlSeconds is d in whole seconds, rounded up, at least one: an etcd
+// lease never ends before the TTL the Client asked for.
+func ttlSeconds(d time.Duration) int64 {
+	return max(int64((d+time.Second-1)/time.Second), 1)
+}
+
+func tokenOf(value []byte) string {
+	tok, _, _ := strings.Cut(string(value), sep)
+	return tok
+}
+
+// firstKV is the key read by the Else branch (a Get) of a transaction
+// that did not succeed, or nil.
+func firstKV(resp *clientv3.TxnResponse) *mvccpb.KeyValue {
+	if len(resp.Responses) == 0 {
+		return nil
+	}
+	if r := resp.Responses[0].GetResponseRange(); r != nil && len(r.Kvs) > 0 {
+		return r.Kvs[0]
+	}
+	return nil
+}
+
+// revokeTimeout bounds the best-effort revocation of a lease no key uses
+// any more (or one whose key's fate is unknown), also after the caller's
+// context ended.
+const revokeTimeout = 2 * time.Second
+
+func (b *backend) revoke(ctx context.Context, id int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revokeTimeout)
+	defer cancel()
+	_, _ = b.lease.Revoke(ctx, clientv3.LeaseID(id))
+}
+
+// Acquire grants an etcd lease of the TTL rounded up to whole seconds and
+// creates the key on it if the key does not exist (its create revision is
+// the fence). A key held by req.Token is re-entered (reenter); one held by
+// another token is contention. The granted lease is revoked unless the key
+// ends up on it — also when the answer was lost, so that a creation that
+// did happen is undone.
+func (b *backend) Acquire(ctx context.Context, req core.AcquireRequest) (core.AcquireResult, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	val := req.Token + sep + req.Metadata
+	g, err := b.lease.Grant(ctx, ttlSeconds(req.TTL))
+	if err != nil {
+		return core.AcquireResult{}, err
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			b.revoke(ctx, int64(g.ID))
+		}
+	}()
+	for range maxAttempts {
+		resp, err := b.kv.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(req.Key), "=", 0)).
+			Then(clientv3.OpPut(req.Key, val, clientv3.WithLease(g.ID))).
+			Else(clientv3.OpGet(req.Key)).
+			Commit()
+		if err != nil {
+			return core.AcquireResult{}, err
+		}
+		if resp.Succeeded {
+			keep = true
+			// The revision of this transaction is the key's create revision.
+			return core.AcquireResult{Acquired: true, Fence: resp.Header.Revision}, nil
+		}
+		kv := firstKV(resp)
+		if kv == nil {
+			continue
+		}
+		if tokenOf(kv.Value) != req.Token {
+			return core.AcquireResult{HolderTTL: b.holderTTL(ctx, kv.Lease)}, nil
+		}
+		moved, err := b.reenter(ctx, req.Key, kv, val, g)
+		if errors.Is(err, errChanged) {
+			continue
+		}
+		if err != nil {
+			return core.AcquireResult{}, err
+		}
+		keep = moved
+		return core.AcquireResult{Acquired: true, Fence: kv.CreateRevision}, nil
+	}
+	return core.AcquireResult{}, errBusy
+}
+
+// errChanged: the key changed since it was read; read it again.
+var errChanged = errors.New("etcdlock: the key changed")
+
+// reenter makes the lease of kv, which the re-entering token holds, last
+// at least as long as the fresh lease g, and stores val (the new
+// metadata). If the current lease's TTL is as long as g's, it is renewed
+// (its remaining time becomes its whole TTL: never shorter than before,
+// never shorter than g). Otherwise the key moves to g, which is then
+// renewed, so that it lasts a whole TTL longer than the old one from now
+// on; the old lease is revoked. moved reports the second case.
+func (b *backend) reenter(ctx context.Context, key string, kv *mvccpb.KeyValue, val string, g *clientv3.LeaseGrantResponse) (moved bool, err error) {
+	unchanged := clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
+	ka, err := b.lease.KeepAliveOnce(ctx, clientv3.LeaseID(kv.Lease))
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		// The lease expired; etcd answers so only once it deleted the key.
+		return false, errChanged
+	case err != nil:
+		return false, err
+	}
+	if ka.TTL >= g.TTL {
+		var then []clientv3.Op
+		if string(kv.Value) != val {
+			then = append(then, clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(kv.Lease))))
+		}
+		// The key was on that lease when it was renewed: it has not
+		// changed since it was read.
+		resp, err := b.kv.Txn(ctx).If(unchanged).Then(then...).Commit()
+		switch {
+		case err != nil:
+			return false, err
+		case !resp.Succeeded:
+			return false, errChanged
+		}
+		return false, nil
+	}
+	resp, err := b.kv.Txn(ctx).If(unchanged).Then(clientv3.OpPut(key, val, clientv3.WithLease(g.ID))).Commit()
+	switch {
+	case err != nil:
+		return false, err
+	case !resp.Succeeded:
+		return false, errChanged
+	}
+	// Restart g's clock: a renewal of the old lease that landed after g was
+	// granted is covered too.
+	_, _ = b.lease.KeepAliveOnce(ctx, g.ID)
+	b.revoke(ctx, kv.Lease)
+	return true, nil
+}
+
+// holderTTL is an upper bound of the time left to the lease id, for a
+// waiter's fallback sleep (a release or expiry wakes it by notification
+// before): etcd reports whole seconds, rounded down. Negative: unknown.
+func (b *backend) holderTTL(ctx context.Context, id int64) time.Duration {
+	if id == 0 {
+		return -1
+	}
+	r, err := b.lease.TimeToLive(ctx, clientv3.LeaseID(id))
+	if err != nil || r.TTL < 0 {
+		return -1
+	}
+	return time.Duration(r.TTL+1) * time.Second
+}
+
+// Extend renews token's lease of key. The etcd lease is renewed first, and
+// the key is then checked to be still unchanged on it, so that a lease
+// confirmed was the key's when it was renewed. A ttl longer than the etcd
+// lease's own moves the key to a new lease of that TTL (etcd cannot change
+// a lease's TTL). left is the etcd lease's whole TTL, which runs from a
+// moment after the request was sent.
+func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Duration) (time.Duration, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	secs := ttlSeconds(ttl)
+	for range maxAttempts {
+		resp, err := b.kv.Get(ctx, key)
+		if err != nil {
+			return 0, err
+		}
+		if len(resp.Kvs) == 0 || tokenOf(resp.Kvs[0].Value) != token {
+			return 0, core.ErrNotHeld
+		}
+		kv := resp.Kvs[0]
+		unchanged := clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
+		ka, err := b.lease.KeepAliveOnce(ctx, clientv3.LeaseID(kv.Lease))
+		switch {
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			return 0, core.ErrNotHeld
+		case err != nil:
+			return 0, err
+		}
+		if ka.TTL >= secs {
+			tr, err := b.kv.Txn(ctx).If(unchanged).Commit()
+			if err != nil {
+				return 0, err
+			}
+			if !tr.Succeeded {
+				continue
+			}
+			return time.Duration(ka.TTL) * time.Second, nil
+		}
+		g, err := b.lease.Grant(ctx, secs)
+		if err != nil {
+			return 0, err
+		}
+		tr, err := b.kv.Txn(ctx).If(unchanged).Then(clientv3.OpPut(key, string(kv.Value), clientv3.WithLease(g.ID))).Commit()
+		if err != nil || !tr.Succeeded {
+			b.revoke(ctx, int64(g.ID))
+			if err != nil {
+				return 0, err
+			}
+			continue
+		}
+		_, _ = b.lease.KeepAliveOnce(ctx, g.ID)
+		b.revoke(ctx, kv.Lease)
+		return time.Duration(g.TTL) * time.Second, nil
+	}
+	return 0, errBusy
+}
+
+// Release deletes key if token holds it (compare on the value; when the
+// lease carries metadata, on the revision read), then revokes its etcd
+// lease, which no key uses any more.
+func (b *backend) Release(ctx context.Context, key, token string) (bool, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	cmp := clientv3.Compare(clientv3.Value(key), "=", token+sep)
+	for range maxAttempts {
+		resp, err := b.kv.Txn(ctx).If(cmp).
+			Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return false, err
+		}
+		if resp.Succeeded {
+			if d := resp.Responses[0].GetResponseDeleteRange(); d != nil && len(d.PrevKvs) > 0 && d.PrevKvs[0].Lease != 0 {
+				b.revoke(ctx, d.PrevKvs[0].Lease)
+			}
+			return true, nil
+		}
+		kv := firstKV(resp)
+		if kv == nil || tokenOf(kv.Value) != token {
+			return false, nil
+		}
+		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
+	}
+	return false, errBusy
+}
+
+// Inspect reads key and its lease's remaining time (whole seconds, rounded
+// down). A free key's Fence is the store's current revision: at least every
+// fence given out for the key, and below the next one.
+func (b *backend) Inspect(ctx context.Context, key string) (core.Info, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	resp, err := b.kv.Get(ctx, key)
+	if err != nil {
+		return core.Info{}, err
+	}
+	if len(resp.Kvs) == 0 {
+		return core.Info{Fence: resp.Header.Revision}, nil
+	}
+	kv := resp.Kvs[0]
+	tok, meta, _ := strings.Cut(string(kv.Value), sep)
+	info := core.Info{Held: true, Token: tok, Metadata: meta, Fence: kv.CreateRevision}
+	if kv.Lease != 0 {
+		r, err := b.lease.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+		if err != nil {
+			return core.Info{}, err
+		}
+		if r.TTL < 0 { // expired: etcd is deleting the key
+			return core.Info{Fence: kv.CreateRevision}, nil
+		}
+		info.TTL = time.Duration(r.TTL) * time.Second
+	}
+	return info, nil
+}
+
+// Close stops the watches and waits for their goroutines.
+func (b *backend) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	for _, s := range b.subs {
+		s.cancel()
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+	return nil
+}
