@@ -1,0 +1,123 @@
+// Package etcdlock runs latchkey's lock on etcd (v3 API), for a service
+// that has an etcd cluster and no Redis. New returns a *core.Client: Lock,
+// TryLock, Do, Campaign, Observe, LockAll, Inspect and Scan work as on
+// Redis, and so do the adapters that need no more than that.
+//
+//	cli, _ := clientv3.New(clientv3.Config{Endpoints: endpoints})
+//	defer cli.Close()
+//	locks, err := etcdlock.New(cli)
+//	…
+//	err = locks.Do(ctx, "nightly-report", run)
+//
+// It is tested with the go.etcd.io/etcd/client/v3 version in its go.mod
+// against etcd 3.4 (Debian's etcd-server); it uses nothing newer than the
+// 3.4 API.
+//
+// # How it works
+//
+// A lease is one etcd key, named as the Client names it
+// ("latchkey:{<key>}", under the client's namespace if it has one), whose
+// value is the holder's token and metadata, attached to an etcd lease of
+// its own. Reads are linearizable (they go through the leader).
+//
+//   - Acquire grants an etcd lease of the TTL rounded up to whole seconds
+//     (etcd leases count seconds, and etcd raises a TTL below its minimum,
+//     1.5 election timeouts rounded up: 2 s with the default 1 s election
+//     timeout), then creates the key on it in a transaction that succeeds
+//     only if the key does not exist. A key held by another token is
+//     contention, and the unused etcd lease is revoked; so is the lease of
+//     an attempt whose answer was lost, which deletes the key if it was
+//     created.
+//   - Re-entry (the token that holds the key) keeps the key and its fence
+//     and never shortens it: the key's etcd lease is renewed, which gives
+//     it its whole TTL again, and the key is checked not to have changed
+//     meanwhile; if the TTL asked for is longer than that lease's, the key
+//     moves to the new, longer lease, which is then renewed once more, and
+//     the old lease is revoked.
+//   - Extend reads the key (another token, or none: core.ErrNotHeld),
+//     renews its etcd lease (KeepAliveOnce), and then checks that the key
+//     is unchanged, so that the lease renewed was the key's at that moment.
+//     It reports the etcd lease's whole TTL as the time left: etcd starts
+//     it when the leader handles the renewal, after the request was sent.
+//     A longer TTL moves the key to a new lease, as a re-entry does.
+//   - Release deletes the key if its value is the token's (compare and
+//     delete), and revokes its etcd lease.
+//
+// A renewed lease that ends with a key deleted, taken by another token, or
+// an etcd lease etcd no longer knows is core.ErrNotHeld: the holder is told
+// Lost at once. A renewal that fails (no quorum, no member reachable) is
+// retried by the Client until the lease's deadline, and then the holder is
+// told Lost — before etcd can free the key, since etcd keeps the lease at
+// least as long as the holder believes it (see Clocks).
+//
+// # Fences
+//
+// A lease's fence is its key's create revision: the revision of the
+// transaction that created it. etcd's revision is one counter for the
+// whole cluster, raised by every write and committed through raft, so
+// fences rise strictly per key and across keys, whatever was deleted, and
+// a compaction does not lower it. Re-entry keeps the fence (a Put on an
+// existing key keeps its create revision). Inspect of a free key reports
+// the store's current revision: at least every fence given out for the key
+// so far, and below the next one. Restoring a snapshot into a new cluster
+// takes revisions back to the snapshot's unless the restore bumps them
+// (snapshot restore --bump-revision, in later 3.5 releases and 3.6; not in
+// 3.4): after a restore without it, fence-checking stores must be told.
+//
+// # Clocks
+//
+// Expiry is judged by etcd, never by the caller's clock: the leader's
+// lessor counts each lease's TTL on its own monotonic clock from the moment
+// it grants or renews it, and deletes the keys of a lease that ran out
+// (it looks twice a second, so a key outlives its lease by up to half a
+// second). The holder believes its lease for the TTL it asked for from
+// when it sent the request, minus the Client's drift margin; etcd's lease
+// is at least that long (rounded up to seconds, counted from later). A new
+// leader restarts every lease's countdown with an election timeout to
+// spare, so a failover lengthens leases and never shortens them; and a
+// renewal of a lease that has run out waits until etcd has deleted its keys,
+// then fails. What is assumed is that the
+// leader's clock does not run faster than the holder's by more than the
+// drift margin.
+//
+// # Capabilities
+//
+//   - core.CapNotify: a key that has waiters in this process is watched
+//     from the revision after Subscribe's read, so every deletion after it
+//     — a release anywhere, or an expiry — wakes a waiter. The watch
+//     requires a leader; when it ends (a partitioned member, a compaction)
+//     the waiters are woken to ask again and the watch is set up again.
+//     WithNotify(false) turns watches off: waiters then poll with backoff,
+//     never sleeping past the holder's expiry (as etcd reports it, rounded
+//     down to seconds).
+//   - core.CapReplicaAck: every write — a grant, an acquisition, a
+//     move to a longer lease, a release — is acknowledged only once a
+//     quorum of members has committed it through raft, so a failover
+//     cannot drop a lease that was confirmed. (A renewal itself is handled by the leader's lessor
+//     and not replicated; a new leader restarts every countdown, which only
+//     lengthens it.)
+//   - core.CapList: Client.Scan reads the keys under the prefix, 256 per
+//     request, in key order.
+//
+// Not offered:
+//
+//   - core.CapFair: WithFair is core.ErrUnsupported, and waiters compete
+//     on every attempt (a release wakes one waiter per process). etcd's
+//     own Mutex queues waiters by the create revisions of one key per
+//     waiter, each watching its predecessor; that queue is not implemented
+//     here.
+//   - core.CapClaims (Client.Records, which cronlock needs): a claim
+//     within a window must be judged "late" by the store's clock, and etcd
+//     exposes no clock to a transaction — its leases measure durations, not
+//     instants. Judging it by the caller's clock would break the guarantee
+//     cronlock relies on, so records are not offered.
+//   - core.CapPrimitives (semaphores, read-write locks) and Evict.
+//
+// Costs: on a free key TryLock is two raft writes (a grant and a
+// transaction) and Release two (a transaction and a revoke); a renewal is a
+// read, a keep-alive and a read. An attempt on a held key grants and
+// revokes a lease and reads the holder's time left.
+//
+// New does not close the *clientv3.Client it was given; close the Client
+// first (its watches end with it), then the etcd client.
+package etcdlock
