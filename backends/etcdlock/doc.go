@@ -75,10 +75,11 @@
 // is at least that long (rounded up to seconds, counted from later). A new
 // leader restarts every lease's countdown with an election timeout to
 // spare, so a failover lengthens leases and never shortens them; and a
-// renewal of a lease that has run out waits until etcd has deleted its keys,
-// then fails. What is assumed is that the
-// leader's clock does not run faster than the holder's by more than the
-// drift margin.
+// renewal of a lease that has run out waits until etcd has deleted its
+// keys, then fails. (A renewal after a failover restarts the countdown at
+// the lease's TTL, dropping the failover's spare time, which no holder
+// believed.) What is assumed is that the leader's clock does not run
+// faster than the holder's by more than the drift margin.
 //
 // # Capabilities
 //

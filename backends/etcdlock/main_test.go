@@ -33,14 +33,13 @@ const (
 
 // A member is one etcd process started by a test.
 type member struct {
-	name       string
-	clientURL  string
-	peerURL    string
-	dir        string
-	logPath    string
-	cmd        *exec.Cmd
-	done       chan struct{}
-	killedOnce bool
+	name      string
+	clientURL string
+	peerURL   string
+	dir       string
+	logPath   string
+	cmd       *exec.Cmd
+	done      chan struct{}
 }
 
 // etcdBinary finds etcd (Debian's etcd-server package installs
