@@ -41,9 +41,9 @@ type session struct {
 	// asked: when a fair request of a token found the key held and did
 	// not join the queue (see backend.Acquire), by tokKey.
 	asked map[string]time.Time
-	poke   chan struct{}
-	stop   chan struct{}
-	done   chan struct{}
+	poke  chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 // An entry is one node of this process.
