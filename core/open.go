@@ -156,14 +156,18 @@ type AcquireRequest struct {
 	Token    string        // the caller's token (1 to MaxTokenLen bytes, no '|')
 	Metadata string        // stored with the lease, shown by Inspect (WithMetadata)
 	TTL      time.Duration // whole milliseconds, at least one
-	// Fair is set only on a backend with CapFair: serve in arrival order.
-	// A caller not served joins the key's queue (Queued) and keeps its
-	// place while it asks again at least every second; it is served when
-	// it is first and the key is free. A release hands the key to the
-	// queue's head; Notifier's deliver names the head's token, or the head
-	// finds the key its own at its next Acquire. A queued caller that
-	// gives up is released from the queue (Release with its token).
+	// Fair is set only on a backend with CapFair: serve in arrival order —
+	// take the key only if it is free and nobody is queued ahead, or if
+	// the caller is first in the queue and the key is free. A release
+	// hands the key to the queue's head; Notifier's deliver names the
+	// head's token, or the head finds the key its own at its next Acquire.
 	Fair bool
+	// Enqueue, with Fair (a Lock, not a TryLock): a caller not served
+	// joins the key's queue (Queued) and keeps its place while it asks
+	// again at least every second. A queued caller that gives up leaves
+	// the queue with Release of its token. Without Enqueue a caller not
+	// served leaves nothing behind.
+	Enqueue bool
 }
 
 // AcquireResult is the answer to an AcquireRequest.
@@ -171,7 +175,7 @@ type AcquireResult struct {
 	Acquired  bool          // the lease is req.Token's (new or re-entered)
 	Fence     int64         // the lease's fence, when acquired
 	HolderTTL time.Duration // when not acquired: the holder's remaining time (<0: unknown)
-	Queued    bool          // when not acquired and Fair: the caller is in the queue
+	Queued    bool          // when not acquired and Enqueue: the caller is in the queue
 }
 
 // A Notifier is a Backend with release notifications (CapNotify).
@@ -294,12 +298,13 @@ type openBackend struct {
 // RecordStore (Records checks the capability first; this is the backstop).
 var errNoRecords = unsupported("Records", CapClaims)
 
-func (o *openBackend) acquire(ctx context.Context, n names, token, value string, ttl time.Duration, fair, _ bool) (acquireResult, error) {
+func (o *openBackend) acquire(ctx context.Context, n names, token, value string, ttl time.Duration, fair, enqueue bool) (acquireResult, error) {
 	if n.limit != 0 {
 		return acquireResult{}, unsupported("semaphores and read-write locks", CapPrimitives)
 	}
 	_, meta, _ := strings.Cut(value, "|")
-	r, err := o.b.Acquire(ctx, AcquireRequest{Key: n.lease, Token: token, Metadata: meta, TTL: ttl, Fair: fair && o.caps&CapFair != 0})
+	fair = fair && o.caps&CapFair != 0
+	r, err := o.b.Acquire(ctx, AcquireRequest{Key: n.lease, Token: token, Metadata: meta, TTL: ttl, Fair: fair, Enqueue: fair && enqueue})
 	if err != nil {
 		return acquireResult{}, err
 	}

@@ -42,12 +42,10 @@
 //     below the next.
 //   - Fairness: sequence order is arrival order. A fair waiter keeps its
 //     node while it waits and is served when its node is lowest; one that
-//     gives up deletes its node. A fair TryLock does not join the queue:
-//     core sends a fair TryLock's attempt and a fair waiter's first one
-//     alike, so a fair request joins the queue when its token asks again
-//     within three seconds (a waiter does so at once), and the first one
-//     only reports the key held. The reaper (below) deletes a queued node
-//     of this process whose waiter stopped asking for ten seconds.
+//     gives up deletes its node. A fair TryLock (core.AcquireRequest
+//     without Enqueue) takes the key only when nobody holds or queues,
+//     and never leaves a node behind. The reaper (below) deletes a queued
+//     node of this process whose waiter stopped asking for ten seconds.
 //   - Notifications: each Client watches, per key its waiters wait for,
 //     one znode: its own first queued node's predecessor — so a release
 //     wakes the next in line, never the herd — or, with no queued node,

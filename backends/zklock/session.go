@@ -16,11 +16,6 @@ import (
 // long as the session lives.
 const queueIdle = 10 * time.Second
 
-// joinWindow is how soon a fair request must follow the first one of
-// its token that found the key held for it to join the queue (core asks
-// again at least every second while it waits).
-const joinWindow = 3 * time.Second
-
 // reapRetry is how soon a deletion the server did not confirm is tried
 // again.
 const reapRetry = time.Second
@@ -38,12 +33,9 @@ type session struct {
 	mu     sync.Mutex
 	byPath map[string]*entry
 	byTok  map[string]*entry // tokKey(key, token)
-	// asked: when a fair request of a token found the key held and did
-	// not join the queue (see backend.Acquire), by tokKey.
-	asked map[string]time.Time
-	poke  chan struct{}
-	stop  chan struct{}
-	done  chan struct{}
+	poke   chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 // An entry is one node of this process.
@@ -73,7 +65,7 @@ func openSession(conn *zk.Conn) *session {
 	s := sessions[conn]
 	if s == nil {
 		s = &session{
-			conn: conn, byPath: map[string]*entry{}, byTok: map[string]*entry{}, asked: map[string]time.Time{},
+			conn: conn, byPath: map[string]*entry{}, byTok: map[string]*entry{},
 			poke: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		}
 		sessions[conn] = s
@@ -137,29 +129,6 @@ func (s *session) isDead(path string) bool {
 	defer s.mu.Unlock()
 	e := s.byPath[path]
 	return e != nil && e.dead
-}
-
-// askedBefore reports whether key's token made a fair request that did
-// not join the queue within the last joinWindow, and records this one.
-func (s *session) askedBefore(key, token string, now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := tokKey(key, token)
-	at, ok := s.asked[k]
-	s.asked[k] = now
-	for k, at := range s.asked {
-		if now.Sub(at) > joinWindow {
-			delete(s.asked, k)
-		}
-	}
-	return ok && now.Sub(at) <= joinWindow
-}
-
-// forgetAsked drops key's token from the fair requests not queued.
-func (s *session) forgetAsked(key, token string) {
-	s.mu.Lock()
-	delete(s.asked, tokKey(key, token))
-	s.mu.Unlock()
 }
 
 // put records e (a new node, or a new state of one).

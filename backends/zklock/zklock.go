@@ -193,15 +193,10 @@ func (b *backend) Acquire(ctx context.Context, req core.AcquireRequest) (core.Ac
 			return core.AcquireResult{}, err
 		}
 	}
-	if len(kids) > 0 && (!req.Fair || !b.s.askedBefore(req.Key, req.Token, time.Now())) {
-		// Held, or a queue this caller may not jump. A fair caller joins
-		// the queue when it asks again: core sends TryLock's single
-		// attempt and a waiter's first one alike, and a TryLock must not
-		// stay queued.
+	if len(kids) > 0 && !req.Enqueue {
+		// Held, or a queue this caller may not jump, and it is not to
+		// join the queue (a TryLock, or not fair).
 		return core.AcquireResult{HolderTTL: b.s.holderTTL(kids[0].path, time.Now())}, nil
-	}
-	if req.Fair {
-		b.s.forgetAsked(req.Key, req.Token)
 	}
 	path, err := b.create(ctx, lock, req)
 	if err != nil {
@@ -219,7 +214,7 @@ func (b *backend) Acquire(ctx context.Context, req core.AcquireRequest) (core.Ac
 		return b.claim(ctx, path, req)
 	case i < 0:
 		return core.AcquireResult{}, fmt.Errorf("zklock: node %s vanished as it was created (session expired?)", path)
-	case req.Fair:
+	case req.Enqueue:
 		b.s.put(&entry{key: req.Key, token: req.Token, path: path, sid: sid, meta: req.Metadata, asked: time.Now()})
 		return core.AcquireResult{Queued: true, HolderTTL: b.s.holderTTL(kids[0].path, time.Now())}, nil
 	}
@@ -460,7 +455,6 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 }
 
 func (b *backend) Release(ctx context.Context, key, token string) (bool, error) {
-	b.s.forgetAsked(key, token)
 	path, held := "", false
 	if e := b.s.lookup(key, token); e != nil {
 		path, held = e.path, e.held
