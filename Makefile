@@ -8,12 +8,12 @@ GO        ?= go
 # cronlock and httpidem; heavy adapters have modules of their own so that a
 # program importing core does not see their dependencies, and so do tests
 # that need SQL drivers (httpidem/sqltest) or a browser driver
-# (admin/browsertest).
-MODULES   := . ./backends/sqllock ./dbguard ./echomw ./grpcmw ./temporallock ./otel ./examples ./bench ./httpidem/sqltest ./admin/browsertest
+# (admin/browsertest), and each backend under backends/.
+MODULES   := . ./backends/sqllock ./backends/etcdlock ./backends/zklock ./backends/memcachelock ./dbguard ./echomw ./grpcmw ./temporallock ./otel ./examples ./bench ./httpidem/sqltest ./admin/browsertest
 PKGS      := ./...
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: all demo test ci browser soak fuzz test-temporal vet fmt-check readme-check lean-check lint bench bench-smoke tidy
+.PHONY: all demo test ci browser servers soak fuzz test-temporal vet fmt-check readme-check lean-check lint bench bench-smoke tidy
 
 all: vet test
 
@@ -32,22 +32,35 @@ test:
 
 ## ci: vet, gofmt, every test (fault injection included) with every server
 ## required, benchmark smoke run
-ci: vet fmt-check readme-check lean-check browser
+ci: vet fmt-check readme-check lean-check servers
 	@for m in $(MODULES); do (cd $$m && echo "==> go test $$m (servers required)" && \
 		LATCHKEY_REQUIRE_SERVERS=1 $(GO) test $(TESTFLAGS) $(PKGS)) || exit 1; done
 	$(MAKE) test-temporal
 	$(MAKE) bench-smoke
 
-## browser: Chromium for the admin page's browser test (admin/browsertest),
-## installed with apt-get (Debian's package) only when none is on PATH;
-## `make test` without one skips that test, saying why
-browser:
-	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
-		command -v google-chrome >/dev/null 2>&1 || [ -n "$$LATCHKEY_CHROMIUM" ]; then exit 0; fi; \
+## servers: what the tests start on their own and a fresh machine lacks,
+## installed from Debian's packages with one apt-get run, only what is
+## missing: Chromium for the admin page's browser test, etcd-server,
+## zookeeper and memcached for the backends' tests. `make test` without
+## them skips those tests, saying why.
+servers:
+	@missing=; \
+	command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+		command -v google-chrome >/dev/null 2>&1 || [ -n "$$LATCHKEY_CHROMIUM" ] || missing="$$missing chromium"; \
+	command -v etcd >/dev/null 2>&1 || missing="$$missing etcd-server"; \
+	[ -e /usr/share/java/zookeeper.jar ] || [ -n "$$ZOOKEEPER_CLASSPATH" ] || missing="$$missing zookeeper"; \
+	command -v memcached >/dev/null 2>&1 || missing="$$missing memcached"; \
+	[ -z "$$missing" ] && exit 0; \
 	sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
-	echo "==> installing chromium (apt-get) for admin/browsertest"; \
-	$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null && \
-	command -v chromium
+	echo "==> installing$$missing (apt-get)"; \
+	$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing >/dev/null
+
+## browser: only Chromium (see servers)
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+		command -v google-chrome >/dev/null 2>&1 || [ -n "$$LATCHKEY_CHROMIUM" ] || \
+		{ sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; $$sudo apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; }
 
 ## soak: the belief checker (core/belief_test.go) for minutes per topology
 ## instead of make ci's 10 s; LATCHKEY_SEED=<n> replays a printed seed
@@ -109,7 +122,7 @@ lean-check:
 	extra=$$(comm -23 .lean-check/core.txt .lean-check/redis.txt) && n=$$(echo "$$extra" | wc -l) && \
 	echo "a core-only program: $$(wc -l < .lean-check/core.txt) modules; go-redis alone: $$(wc -l < .lean-check/redis.txt); beyond go-redis's ($$n):" && \
 	echo "$$extra" | sed 's/^/  /' && \
-	if echo "$$extra" | grep -Eq 'temporal|labstack|opentelemetry|sqlite|pgx|mysql|toxiproxy|grpc'; then echo "lean-check: an adapter's dependency leaked into the root module"; exit 1; fi && \
+	if echo "$$extra" | grep -Eq 'temporal|labstack|opentelemetry|sqlite|pgx|mysql|toxiproxy|grpc|etcd|zookeeper|gomemcache'; then echo "lean-check: an adapter's dependency leaked into the root module"; exit 1; fi && \
 	if [ $$n -gt $(LEAN_EXTRA) ]; then echo "lean-check: $$n modules beyond go-redis's, over $(LEAN_EXTRA)"; exit 1; fi && \
 	rm -rf .lean-check
 
