@@ -70,10 +70,9 @@ var (
 
 func openSQLite(t testing.TB) *sql.DB {
 	t.Helper()
-	// The test and its subtests (TestX/sqlite/...) share one file, as
-	// processes on one host would.
-	parts := strings.SplitN(t.Name(), "/", 3)
-	name := strings.Join(parts[:min(len(parts), 2)], "/")
+	// Every pool a test (or subtest) opens shares one file, as processes
+	// on one host would.
+	name := t.Name()
 	sqliteMu.Lock()
 	path, ok := sqliteFiles[name]
 	if !ok {
