@@ -176,6 +176,14 @@ func TestRedlockClockJump(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// TryLock returns once a majority answered: the third node's write may
+	// still be on its way, and the test needs the lease on all three.
+	for wait := time.Now().Add(5 * time.Second); !(mrs[0].Exists("latchkey:{k}") && mrs[1].Exists("latchkey:{k}") && mrs[2].Exists("latchkey:{k}")); {
+		if time.Now().After(wait) {
+			t.Fatal("the lease did not reach every node")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	mrs[0].FastForward(time.Hour)
 	if mrs[0].Exists("latchkey:{k}") {
 		t.Fatal("clock jump did not expire the lease on node 0")
