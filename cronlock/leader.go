@@ -257,12 +257,18 @@ func (l *Locker) campaign(ctx context.Context) {
 		}
 		failing = false
 		t := &term{lock: lk, floors: map[string]time.Time{}, lasts: map[string]Run{}}
+		if l.cfg.missed.catchesUp() {
+			t.lookedBack = make(chan struct{})
+		}
 		ld.mu.Lock()
 		ld.term = t
 		ld.mu.Unlock()
 		log.Info("leading", with(kv, "fence", lk.Fence())...)
-		if l.cfg.missed.catchesUp() { // the ticks of the takeover gap
-			ld.catching.Go(func() { _ = l.CatchUp(ctx) })
+		if t.lookedBack != nil { // the ticks of the takeover gap
+			ld.catching.Go(func() {
+				defer close(t.lookedBack)
+				_ = l.CatchUp(ctx)
+			})
 		}
 		select {
 		case <-lk.Lost():

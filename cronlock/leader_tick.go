@@ -20,10 +20,14 @@ type term struct {
 	// lasts holds, per job name, its latest run that this term knows of
 	// (LastRun's, or its own), for look-backs (WithMissed); none for a job
 	// with no record.
-	lasts    map[string]Run
-	active   int  // runs of this term begun and not finished
-	ended    bool // no longer this node's term (lost or resigned)
-	released bool // Release called, or to be called, by one of us
+	lasts map[string]Run
+	// lookedBack, with WithMissed, is closed when the term's first
+	// look-back (the ticks of the takeover gap) has finished: a tick that
+	// comes meanwhile waits for it rather than find its job "running".
+	lookedBack chan struct{}
+	active     int  // runs of this term begun and not finished
+	ended      bool // no longer this node's term (lost or resigned)
+	released   bool // Release called, or to be called, by one of us
 }
 
 // end marks t as no longer this node's term, with leader.mu held, and
@@ -188,6 +192,15 @@ func (j *job) leaderTick(ctx context.Context, planned, next time.Time, interval 
 		return skip(why, nil, "not the leader")
 	}
 
+	if t.lookedBack != nil {
+		select {
+		case <-t.lookedBack:
+		case <-ctx.Done():
+			return skip(SkipNotLeader, context.Cause(ctx), "cancelled while the term looked back")
+		case <-ld.closing:
+			return skip(SkipClosed, ld.resigned, "locker closed")
+		}
+	}
 	var wait time.Duration
 	if l.cfg.overlap == OverlapWait {
 		wait = 24 * time.Hour
