@@ -4,6 +4,7 @@
 // The matrix:  go run . -matrix smoke            (or: -matrix full -rounds 5)
 // Primitives:  go run . -primitives -spawn 1     (semaphore, RWMutex, LockAll, Campaign vs raw)
 // Old results: go run . -report results/*.jsonl
+// Backends:    go run . -backends all -rounds 3  (latchkey on Redis, PostgreSQL, MariaDB, SQLite, etcd, ZooKeeper, memcached)
 //
 // See README.md for what each scenario measures.
 package main
@@ -78,6 +79,7 @@ func (c Config) withDefaults() Config {
 }
 
 func main() {
+	maybeBackendWorker() // a contended worker of -backends: runs and exits
 	var (
 		cfg     Config
 		addrs   string
@@ -89,6 +91,8 @@ func main() {
 		report  bool
 		seed    uint64
 		prims   bool
+		bk      string
+		bkOpt   = backendOptions{idle: 300 * time.Millisecond}
 	)
 	flag.StringVar(&cfg.Scenario, "scenario", "", "ping | serial | parallel | contended")
 	flag.StringVar(&cfg.Driver, "driver", "raw", "driver: "+strings.Join(driverNames(), ", "))
@@ -115,6 +119,11 @@ func main() {
 	flag.StringVar(&out, "out", "", "matrix: append every result to this JSONL file")
 	flag.BoolVar(&report, "report", false, "print tables from the JSONL files named as arguments")
 	flag.Uint64Var(&seed, "seed", 0, "matrix: shuffle seed (0: random)")
+	flag.StringVar(&bk, "backends", "", "run the backend comparison on these backends (comma-separated, or all: "+strings.Join(backendNames, ",")+"); -rounds, -seed, -out, -hold apply")
+	flag.IntVar(&bkOpt.serialN, "backend-serial", 300, "backends: TryLock+Release cycles per serial run")
+	flag.DurationVar(&bkOpt.serialT, "backend-serial-time", 3*time.Second, "backends: time bound of a serial run")
+	flag.DurationVar(&bkOpt.window, "backend-window", 2*time.Second, "backends: measuring window of a contended run")
+	flag.IntVar(&bkOpt.procs, "backend-procs", 4, "backends: contending worker processes, each with its own Client")
 	flag.Parse()
 	cfg.Addrs = strings.Split(addrs, ",")
 	if prims && matrix == "" {
@@ -125,6 +134,12 @@ func main() {
 	switch {
 	case report:
 		err = reportFiles(os.Stdout, flag.Args())
+	case bk != "":
+		if bk != "all" {
+			bkOpt.names = splitList(bk)
+		}
+		bkOpt.rounds, bkOpt.seed, bkOpt.out, bkOpt.hold = rounds, seed, out, cfg.Hold
+		_, err = runBackends(os.Stdout, bkOpt)
 	case matrix != "":
 		err = runMatrix(matrixOptions{
 			kind: matrix, rounds: rounds, drivers: splitList(drivers), out: out,
