@@ -57,7 +57,9 @@ type backendRun struct {
 	// window (µs): what a starved process waited without acquiring.
 	PendingMax float64 `json:"pending_max_us,omitempty"`
 	WaitMax    float64 `json:"wait_max_us,omitempty"`
-	FenceBad   int     `json:"fence_bad,omitempty"`
+	// Handoffs counts acquisitions by another process than the previous one.
+	Handoffs int `json:"handoffs,omitempty"`
+	FenceBad int `json:"fence_bad,omitempty"`
 
 	// per op; absent: not measured
 	Counts map[string]float64 `json:"counts,omitempty"`
@@ -80,6 +82,7 @@ type workerAcq struct {
 	Rel   int64 `json:"rel"`  // Release called (unix ns)
 	Wait  int64 `json:"wait"` // Lock call to return (ns)
 	Fence int64 `json:"fence"`
+	Proc  int   `json:"-"` // set by the parent
 }
 
 type workerResult struct {
@@ -467,7 +470,10 @@ func backendContended(s *backendSetup, o backendOptions, round int) (backendRun,
 		if res.FirstEr != "" {
 			fmt.Fprintf(os.Stderr, "  %s: worker error: %s\n", s.conf.Name, res.FirstEr)
 		}
-		all = append(all, res.Acqs...)
+		for _, a := range res.Acqs {
+			a.Proc = len(r.PerProc)
+			all = append(all, a)
+		}
 		for _, a := range res.Acqs {
 			waits.Add(time.Duration(a.Wait))
 		}
@@ -484,6 +490,9 @@ func backendContended(s *backendSetup, o backendOptions, round int) (backendRun,
 		}
 		if all[i].Fence <= all[i-1].Fence {
 			r.FenceBad++
+		}
+		if all[i].Proc != all[i-1].Proc {
+			r.Handoffs++
 		}
 	}
 	r.Ops, r.Seconds = len(all), o.window.Seconds()
@@ -503,8 +512,8 @@ func writeBackendReport(w io.Writer, runs []backendRun, skipped map[string]strin
 		"Medians over rounds; per process: the least and most acquisitions of one process, over all rounds; "+
 		"wait percentiles are over completed acquisitions, and the longest wait includes a wait still unfinished when the window closed (a starved process).\n\n",
 		o.rounds, seed, elapsed.Seconds(), o.serialN, o.serialT, o.procs, o.window, o.hold)
-	fmt.Fprintln(w, "| backend | serial p50 µs | serial p99 µs | cycles/s | contended acq/s | wait p50 ms | wait p99 ms | longest wait ms, unfinished included | acq per process | overlaps / fence regressions / errors | requests per serial cycle | requests per contended acq | commits per serial cycle | commits per contended acq |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| backend | serial p50 µs | serial p99 µs | cycles/s | contended acq/s | handoffs/s (holder changes process) | wait p50 ms | wait p99 ms | longest wait ms, unfinished included | acq per process | overlaps / fence regressions / errors | requests per serial cycle | requests per contended acq | commits per serial cycle | commits per contended acq |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, n := range backendNames {
 		var ser, con []backendRun
 		for _, r := range runs {
@@ -537,11 +546,12 @@ func writeBackendReport(w io.Writer, runs []backendRun, skipped map[string]strin
 		if hi > 0 {
 			perProc = fmt.Sprintf("%d–%d", lo, hi)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %d / %d / %d | %s | %s | %s | %s |\n", n,
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %d / %d / %d | %s | %s | %s | %s |\n", n,
 			medOf(ser, func(r backendRun) float64 { return r.P50 }, "%.0f"),
 			medOf(ser, func(r backendRun) float64 { return r.P99 }, "%.0f"),
 			medOf(ser, func(r backendRun) float64 { return r.Rate }, "%.0f"),
 			medOf(con, func(r backendRun) float64 { return r.Rate }, "%.0f"),
+			medOf(con, func(r backendRun) float64 { return float64(r.Handoffs) / r.Seconds }, "%.0f"),
 			medOf(con, func(r backendRun) float64 { return r.P50 / 1000 }, "%.2f"),
 			medOf(con, func(r backendRun) float64 { return r.P99 / 1000 }, "%.1f"),
 			longest/1000, perProc, bad[0], bad[1], bad[2],
@@ -606,14 +616,14 @@ func writeBackendReport(w io.Writer, runs []backendRun, skipped map[string]strin
 		}
 	}
 	fmt.Fprint(w, "\nEvery run:\n\n")
-	fmt.Fprintln(w, "| round | backend | kind | ops | rate/s | p50 µs | p99 µs | per process | requests/op | commits/op |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| round | backend | kind | ops | rate/s | handoffs | p50 µs | p99 µs | per process | requests/op | commits/op |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range runs {
 		pp := "–"
 		if len(r.PerProc) > 0 {
 			pp = strings.Trim(strings.Join(strings.Fields(fmt.Sprint(r.PerProc)), " "), "[]")
 		}
-		fmt.Fprintf(w, "| %d | %s | %s | %d | %.0f | %.0f | %.0f | %s | %s | %s |\n", r.Round, r.Backend, r.Kind, r.Ops, r.Rate, r.P50, r.P99, pp,
+		fmt.Fprintf(w, "| %d | %s | %s | %d | %.0f | %d | %.0f | %.0f | %s | %s | %s |\n", r.Round, r.Backend, r.Kind, r.Ops, r.Rate, r.Handoffs, r.P50, r.P99, pp,
 			countOf([]backendRun{r}, "reqs"), countOf([]backendRun{r}, "commits"))
 	}
 }
