@@ -335,9 +335,7 @@ func openBackend(conf backendConf) (*backendClient, error) {
 		return nil, fmt.Errorf("unknown backend %q", conf.Name)
 	}
 	if err != nil {
-		if closer != nil {
-			closer()
-		}
+		closer()
 		return nil, fmt.Errorf("%s: %w", conf.Name, err)
 	}
 	return &backendClient{c: c, closer: closer, tr: tr, rc: rc}, nil
@@ -449,16 +447,6 @@ func serverCounts(ctx context.Context, conf backendConf) (map[string]float64, er
 		return map[string]float64{"reqs": n}, nil
 	}
 	return nil, nil
-}
-
-func infoField(info, name string) float64 {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
 }
 
 // subCounts returns b - a - overhead for the keys of b.
