@@ -12,6 +12,8 @@ replace github.com/latchkey/latchkey/temporallock => ../temporallock
 
 replace github.com/latchkey/latchkey/otel => ../otel
 
+replace github.com/latchkey/latchkey/backends/sqllock => ../backends/sqllock
+
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/go-sql-driver/mysql v1.10.1
@@ -34,6 +36,8 @@ require (
 	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.62.0
 )
+
+require github.com/latchkey/latchkey/backends/sqllock v0.0.0-00010101000000-000000000000
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
