@@ -9,7 +9,7 @@ GO        ?= go
 # program importing core does not see their dependencies, and so do tests
 # that need SQL drivers (httpidem/sqltest) or a browser driver
 # (admin/browsertest), and each backend under backends/.
-MODULES   := . ./backends/sqllock ./backends/etcdlock ./backends/zklock ./backends/memcachelock ./dbguard ./echomw ./grpcmw ./temporallock ./otel ./examples ./bench ./httpidem/sqltest ./admin/browsertest
+MODULES   := . ./backends/sqllock ./backends/etcdlock ./backends/zklock ./backends/memcachelock ./backends/adaptertest ./dbguard ./echomw ./grpcmw ./temporallock ./otel ./examples ./bench ./httpidem/sqltest ./admin/browsertest
 PKGS      := ./...
 TESTFLAGS ?= -race -count=1 -timeout 15m
 

@@ -10,12 +10,9 @@ replace github.com/latchkey/latchkey/echomw => ../../echomw
 
 require (
 	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c
-	github.com/labstack/echo/v4 v4.16.0
 	github.com/latchkey/latchkey v0.0.0-00010101000000-000000000000
-	github.com/latchkey/latchkey/dbguard v0.0.0-00010101000000-000000000000
-	github.com/latchkey/latchkey/echomw v0.0.0-00010101000000-000000000000
+	github.com/latchkey/latchkey/backends/adaptertest v0.0.0-00010101000000-000000000000
 	go.uber.org/goleak v1.3.0
-	modernc.org/sqlite v1.62.0
 )
 
 require (
@@ -23,7 +20,10 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/labstack/echo/v4 v4.16.0 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect
+	github.com/latchkey/latchkey/dbguard v0.0.0-00010101000000-000000000000 // indirect
+	github.com/latchkey/latchkey/echomw v0.0.0-00010101000000-000000000000 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
@@ -42,4 +42,7 @@ require (
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
+	modernc.org/sqlite v1.62.0 // indirect
 )
+
+replace github.com/latchkey/latchkey/backends/adaptertest => ../adaptertest

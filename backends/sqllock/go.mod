@@ -11,10 +11,8 @@ replace github.com/latchkey/latchkey/echomw => ../../echomw
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/labstack/echo/v4 v4.16.0
 	github.com/latchkey/latchkey v0.0.0-00010101000000-000000000000
-	github.com/latchkey/latchkey/dbguard v0.0.0-00010101000000-000000000000
-	github.com/latchkey/latchkey/echomw v0.0.0-00010101000000-000000000000
+	github.com/latchkey/latchkey/backends/adaptertest v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/robfig/cron/v3 v3.0.1
 	go.uber.org/goleak v1.3.0
@@ -30,7 +28,10 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/labstack/echo/v4 v4.16.0 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect
+	github.com/latchkey/latchkey/dbguard v0.0.0-00010101000000-000000000000 // indirect
+	github.com/latchkey/latchkey/echomw v0.0.0-00010101000000-000000000000 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
@@ -49,3 +50,5 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+replace github.com/latchkey/latchkey/backends/adaptertest => ../adaptertest
