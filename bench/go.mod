@@ -66,3 +66,7 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+replace github.com/latchkey/latchkey/backends/adaptertest => ../backends/adaptertest
+
+replace github.com/latchkey/latchkey/temporallock => ../temporallock

@@ -90,3 +90,5 @@ require (
 )
 
 replace github.com/latchkey/latchkey/grpcmw => ../grpcmw
+
+replace github.com/latchkey/latchkey/backends/adaptertest => ../backends/adaptertest
