@@ -7,6 +7,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"github.com/latchkey/latchkey/internal/dbtest"
 	mrand "math/rand/v2"
 	"net/url"
 	"strconv"
@@ -282,7 +283,7 @@ func openIdentified(t testing.TB, inner driver.Connector, idQuery string) (*sql.
 // its statement, which names the test's table, runs.
 func mariaKiller(t testing.TB, admin *sql.DB) (*sql.DB, killer) {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(mysqlDSN())
+	cfg, err := mysql.ParseDSN(dbtest.MySQLDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +335,7 @@ func (m *maria) kill(ctx context.Context, id int64) bool {
 func postgresKiller(t testing.TB, admin *sql.DB) (*sql.DB, killer) {
 	t.Helper()
 	app := "dbguard_killed_" + strings.ToLower(rand.Text()[:10])
-	u, err := url.Parse(postgresURL())
+	u, err := url.Parse(dbtest.PostgresURL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/dbguard"
+	"github.com/latchkey/latchkey/internal/dbtest"
 	"github.com/latchkey/latchkey/internal/mrclock"
 	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -30,28 +30,10 @@ func TestMain(m *testing.M) {
 
 // Servers used by the integration tests, overridable from the environment.
 const (
-	defaultPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	defaultMySQL    = "root@tcp(127.0.0.1:3306)/test"
 	// poolSize bounds the connections one pool opens to a shared server;
 	// a couple of dozen pools may be open at once.
 	poolSize = 4
 )
-
-// postgresURL is $DATABASE_URL when it names PostgreSQL, else the default.
-func postgresURL() string {
-	if u := os.Getenv("DATABASE_URL"); strings.HasPrefix(u, "postgres") {
-		return u
-	}
-	return defaultPostgres
-}
-
-// mysqlDSN is $MYSQL_DSN, else the default.
-func mysqlDSN() string {
-	if d := os.Getenv("MYSQL_DSN"); d != "" {
-		return d
-	}
-	return defaultMySQL
-}
 
 // A database the tests run on.
 type database struct {
@@ -120,49 +102,12 @@ func openSQLiteConns(t testing.TB, conns int) *sql.DB {
 
 func openPostgres(t testing.TB) *sql.DB {
 	t.Helper()
-	return openServer(t, "pgx", postgresURL(), "PostgreSQL (set DATABASE_URL)")
+	return dbtest.Open(t, "pgx", dbtest.PostgresURL(), "PostgreSQL (set DATABASE_URL)", poolSize)
 }
 
 func openMySQL(t testing.TB) *sql.DB {
 	t.Helper()
-	return openServer(t, "mysql", mysqlDSN(), "MariaDB/MySQL (set MYSQL_DSN)")
-}
-
-// openServer opens a pool on a real server, or skips (fails) when it does
-// not answer a ping within two seconds.
-func openServer(t testing.TB, driver, dsn, what string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		redistest.Unavailable(t, "%s: %v", what, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		redistest.Unavailable(t, "no %s answers at %s: %v", what, redact(dsn), err)
-	}
-	db.SetMaxOpenConns(poolSize)
-	db.SetMaxIdleConns(poolSize)
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-// redact hides a password in a DSN for messages.
-func redact(dsn string) string {
-	if strings.Contains(dsn, "://") {
-		if u, err := url.Parse(dsn); err == nil {
-			return u.Redacted()
-		}
-		return "(unparsable URL)"
-	}
-	// user:password@tcp(host:port)/db
-	if at := strings.LastIndex(dsn, "@"); at >= 0 {
-		if colon := strings.Index(dsn[:at], ":"); colon >= 0 {
-			return dsn[:colon] + ":xxxxx" + dsn[at:]
-		}
-	}
-	return dsn
+	return dbtest.Open(t, "mysql", dbtest.MySQLDSN(), "MariaDB/MySQL (set MYSQL_DSN)", poolSize)
 }
 
 // tableName returns a table name no other test or run uses, and drops the

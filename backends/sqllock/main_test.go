@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,7 +12,7 @@ import (
 
 	"github.com/latchkey/latchkey/backends/sqllock"
 	"github.com/latchkey/latchkey/core"
-	"github.com/latchkey/latchkey/internal/redistest"
+	"github.com/latchkey/latchkey/internal/dbtest"
 	"go.uber.org/goleak"
 
 	_ "github.com/go-sql-driver/mysql"
@@ -24,26 +22,6 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// Servers used by the tests, overridable from the environment.
-const (
-	defaultPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	defaultMySQL    = "root@tcp(127.0.0.1:3306)/test"
-)
-
-func postgresURL() string {
-	if u := os.Getenv("DATABASE_URL"); strings.HasPrefix(u, "postgres") {
-		return u
-	}
-	return defaultPostgres
-}
-
-func mysqlDSN() string {
-	if d := os.Getenv("MYSQL_DSN"); d != "" {
-		return d
-	}
-	return defaultMySQL
 }
 
 // A database the tests run on: open returns a fresh pool and the options
@@ -57,9 +35,11 @@ type database struct {
 var databases = []database{
 	{"sqlite", openSQLite},
 	{"postgres", func(t testing.TB) *sql.DB {
-		return openServer(t, "pgx", postgresURL(), "PostgreSQL (set DATABASE_URL)")
+		return dbtest.Open(t, "pgx", dbtest.PostgresURL(), "PostgreSQL (set DATABASE_URL)", 6)
 	}},
-	{"mariadb", func(t testing.TB) *sql.DB { return openServer(t, "mysql", mysqlDSN(), "MariaDB/MySQL (set MYSQL_DSN)") }},
+	{"mariadb", func(t testing.TB) *sql.DB {
+		return dbtest.Open(t, "mysql", dbtest.MySQLDSN(), "MariaDB/MySQL (set MYSQL_DSN)", 6)
+	}},
 }
 
 // sqliteFiles: every pool of one test opens the same file.
@@ -92,30 +72,6 @@ func openSQLite(t testing.TB) *sql.DB {
 	db.SetMaxOpenConns(2)
 	t.Cleanup(func() { db.Close() })
 	return db
-}
-
-func openServer(t testing.TB, driver, dsn, what string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		redistest.Unavailable(t, "%s: %v", what, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		redistest.Unavailable(t, "no %s answers at %s: %v", what, redact(dsn), err)
-	}
-	db.SetMaxOpenConns(6)
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-func redact(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		return u.Redacted()
-	}
-	return dsn
 }
 
 // table migrates a pair of tables no other test uses on db and drops them

@@ -5,14 +5,13 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"fmt"
-	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/latchkey/latchkey/httpidem"
+	"github.com/latchkey/latchkey/internal/dbtest"
 	"github.com/latchkey/latchkey/internal/redistest"
 	"go.uber.org/goleak"
 
@@ -27,27 +26,9 @@ func TestMain(m *testing.M) {
 
 // Servers used by the tests, overridable from the environment.
 const (
-	defaultPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	defaultMySQL    = "root@tcp(127.0.0.1:3306)/test"
 	// poolSize bounds the connections one pool opens to a shared server.
 	poolSize = 6
 )
-
-// postgresURL is $DATABASE_URL when it names PostgreSQL, else the default.
-func postgresURL() string {
-	if u := os.Getenv("DATABASE_URL"); strings.HasPrefix(u, "postgres") {
-		return u
-	}
-	return defaultPostgres
-}
-
-// mysqlDSN is $MYSQL_DSN, else the default.
-func mysqlDSN() string {
-	if d := os.Getenv("MYSQL_DSN"); d != "" {
-		return d
-	}
-	return defaultMySQL
-}
 
 // A database the tests run on.
 type database struct {
@@ -61,8 +42,8 @@ type database struct {
 // databases are SQLite (always there) and the real servers.
 var databases = []database{
 	{"sqlite", "sqlite", httpidem.SQLite, sqliteDSN, ""},
-	{"postgres", "pgx", httpidem.Postgres, func(testing.TB) string { return postgresURL() }, "PostgreSQL (set DATABASE_URL)"},
-	{"mariadb", "mysql", httpidem.MySQL, func(testing.TB) string { return mysqlDSN() }, "MariaDB/MySQL (set MYSQL_DSN)"},
+	{"postgres", "pgx", httpidem.Postgres, func(testing.TB) string { return dbtest.PostgresURL() }, "PostgreSQL (set DATABASE_URL)"},
+	{"mariadb", "mysql", httpidem.MySQL, func(testing.TB) string { return dbtest.MySQLDSN() }, "MariaDB/MySQL (set MYSQL_DSN)"},
 }
 
 // eachDB runs fn as a parallel subtest on every database; a server that
@@ -124,26 +105,10 @@ func (d database) ready(t testing.TB, db *sql.DB, dsn string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := db.PingContext(ctx); err != nil {
-		redistest.Unavailable(t, "no %s answers at %s: %v", d.what, redact(dsn), err)
+		redistest.Unavailable(t, "no %s answers at %s: %v", d.what, dbtest.Redact(dsn), err)
 	}
 	db.SetMaxOpenConns(poolSize)
 	db.SetMaxIdleConns(poolSize)
-}
-
-// redact hides a password in a DSN for messages.
-func redact(dsn string) string {
-	if strings.Contains(dsn, "://") {
-		if u, err := url.Parse(dsn); err == nil {
-			return u.Redacted()
-		}
-		return "(unparsable URL)"
-	}
-	if at := strings.LastIndex(dsn, "@"); at >= 0 {
-		if colon := strings.Index(dsn[:at], ":"); colon >= 0 {
-			return dsn[:colon] + ":xxxxx" + dsn[at:]
-		}
-	}
-	return dsn
 }
 
 // tableName returns a table name no other test or run uses, and drops the
