@@ -6,12 +6,24 @@ replace github.com/latchkey/latchkey => ../..
 
 replace github.com/latchkey/latchkey/temporallock => ..
 
+// backends/sqllock, and the modules its go.mod brings for its own tests,
+// from this tree.
+replace (
+	github.com/latchkey/latchkey/backends/adaptertest => ../../backends/adaptertest
+	github.com/latchkey/latchkey/backends/sqllock => ../../backends/sqllock
+	github.com/latchkey/latchkey/dbguard => ../../dbguard
+	github.com/latchkey/latchkey/echomw => ../../echomw
+)
+
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/jackc/pgx/v5 v5.12.0
+	github.com/latchkey/latchkey/backends/sqllock v0.0.0-00010101000000-000000000000
 	github.com/latchkey/latchkey/temporallock v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	go.temporal.io/server v1.32.1
 	go.uber.org/goleak v1.3.0
+	modernc.org/sqlite v1.62.0
 )
 
 require (
@@ -111,7 +123,6 @@ require (
 	github.com/iancoleman/strcase v0.3.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/jmoiron/sqlx v1.4.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
@@ -210,10 +221,9 @@ require (
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260414162039-ec9c827d403f // indirect
 	k8s.io/utils v0.0.0-20260319190234-28399d86e0b5 // indirect
-	modernc.org/libc v1.79.0 // indirect
+	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.61.1 // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.0 // indirect

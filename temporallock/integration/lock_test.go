@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -14,17 +15,41 @@ import (
 )
 
 // TestTemporalServer runs the interceptor on a real Temporal server with
-// two workers polling one task queue, on each lock store.
+// two workers polling one task queue, on each lock store: the same
+// scenarios on Redis and on sqllock's open backend, whose Clients
+// temporallock takes unchanged.
 func TestTemporalServer(t *testing.T) {
 	ts := startServer(t)
 	for _, ls := range lockStores() {
 		t.Run(ls.name, func(t *testing.T) {
 			store := ls.make(t)
+			t.Run("WithLimit needs semaphores", func(t *testing.T) { testLimitNeedsPrimitives(t, store) })
 			t.Run("no overlap across workers", func(t *testing.T) { testNoOverlap(t, ts, store) })
 			t.Run("retry after heartbeat timeout waits for the running attempt", func(t *testing.T) { testHeartbeatRetry(t, ts, store) })
 			t.Run("busy and lost reach the workflow", func(t *testing.T) { testErrorsReachWorkflow(t, ts, store) })
 		})
 	}
+}
+
+// WithLimit runs each key on a core.Semaphore (core.CapPrimitives): a
+// Client whose backend offers it takes the option, one whose backend does
+// not — every open backend, sqllock's here — is refused at start-up with
+// core.ErrUnsupported, not at the first activity.
+func testLimitNeedsPrimitives(t *testing.T, store lockStore) {
+	c := store.client(t)
+	key := temporallock.WithKey(keys)
+	ic, err := temporallock.NewInterceptor(c, key, temporallock.WithLimit(3))
+	if c.Capabilities()&core.CapPrimitives != 0 {
+		if err != nil {
+			t.Fatalf("NewInterceptor with WithLimit(3) on %s (%s): %v", store.name, c.Capabilities(), err)
+		}
+		return
+	}
+	if ic != nil || !errors.Is(err, core.ErrUnsupported) || !errors.Is(err, temporallock.ErrInvalidOption) {
+		t.Fatalf("NewInterceptor with WithLimit(3) on %s (%s): %v, %v; want core.ErrUnsupported and ErrInvalidOption",
+			store.name, c.Capabilities(), ic, err)
+	}
+	t.Logf("refused: %v", err)
 }
 
 // execute runs a workflow to completion (at most a minute) and puts its
@@ -62,11 +87,21 @@ func testNoOverlap(t *testing.T, ts *temporaltest.TestServer, store lockStore) {
 			t.Errorf("workflow %d: %v", i, err)
 		}
 	}
-	maxIn, attempts, byWorker, events := tr.snapshot(temporallock.KeyPrefix + "Charge:" + account)
+	lockKey := temporallock.KeyPrefix + "Charge:" + account
+	maxIn, attempts, byWorker, events := tr.snapshot(lockKey)
 	if len(attempts) != 9 || maxIn != 1 {
 		t.Errorf("%d executions of the account entered, up to %d at once: want 9, 1 at once", len(attempts), maxIn)
 	}
-	t.Logf("executions per worker: %v; attempts that entered: %v", byWorker, attempts)
+	// One at a time, so the order they entered in is the order they took
+	// the lock in: each fence above the one before, across both workers.
+	fences := tr.fenceList(lockKey)
+	for i, f := range fences {
+		if f <= 0 || i > 0 && f <= fences[i-1] {
+			t.Errorf("fences in the activities' contexts, in the order they entered: %v; want positive and rising", fences)
+			break
+		}
+	}
+	t.Logf("executions per worker: %v; attempts that entered: %v; fences: %v", byWorker, attempts, fences)
 	if t.Failed() || testing.Verbose() {
 		for _, e := range events {
 			t.Log(e)
@@ -140,9 +175,7 @@ func testErrorsReachWorkflow(t *testing.T, ts *temporaltest.TestServer, store lo
 	}()
 	select {
 	case key := <-tr.started:
-		if err := store.admin.Del(context.Background(), core.DefaultKeyPrefix+":{"+key+"}").Err(); err != nil {
-			t.Fatal(err)
-		}
+		store.steal(t, key)
 	case <-time.After(30 * time.Second):
 		t.Fatal("Block never started")
 	}
