@@ -17,6 +17,10 @@
 //	if err != nil { ... }
 //	w := worker.New(tc, "billing", worker.Options{Interceptors: []interceptor.WorkerInterceptor{ic}})
 //
+// Any *core.Client serves: core.NewRedis, or the Client of a backend given
+// to core.New (backends/sqllock, etcdlock, zklock, memcachelock). Only
+// WithLimit needs more (core.CapPrimitives), and NewInterceptor says so.
+//
 // # What a keyed activity sees
 //
 // Before each attempt the KeyFunc maps the activity (its activity.Info and
@@ -26,7 +30,8 @@
 // on the core.Client.
 //
 // A keyed attempt takes the lock first. If another execution holds it, the
-// attempt waits for its release (pushed, not polled) for at most
+// attempt waits for its release (pushed on a backend with core.CapNotify,
+// such as Redis or PostgreSQL; polled on one without) for at most
 // WithWaitTimeout (default one minute), half the time left before its
 // deadline and half its heartbeat timeout; or, WithFailFast, not at all.
 // If it does not get the lock it fails with the retryable application

@@ -124,8 +124,10 @@ func WithFailFast() Option {
 // execution that has waited 50 ms queues, so none starves. n is 1 to
 // core.MaxSemaphoreLimit; 1, the default, is the lock. With n > 1, nested
 // core.Client lock calls of LockKeyFromContext's key do not re-enter the
-// permit. The backend must be core.NewRedis or core.NewMemory (not
-// core.NewRedlock: every keyed activity fails with ErrTypeInvalidConfig).
+// permit. The Client's backend must offer core.CapPrimitives (core.NewRedis,
+// core.NewMemory); on any other — core.NewRedlock, or a backend given to
+// core.New such as backends/sqllock — NewInterceptor returns
+// ErrInvalidOption, matching core.ErrUnsupported too.
 //
 // The limit should be the same on every worker; changing it between
 // values above 1 is safe (see core.Semaphore). Changing it between 1 (or
