@@ -24,6 +24,7 @@ import (
 	"github.com/latchkey/latchkey/cronlock"
 	"github.com/latchkey/latchkey/dbguard"
 	"github.com/latchkey/latchkey/echomw"
+	"github.com/robfig/cron/v3"
 
 	_ "modernc.org/sqlite" // SQLiteFile
 )
@@ -149,14 +150,67 @@ func EchoParamLock(t *testing.T, locks *core.Client) {
 	}
 }
 
+// Cronlock runs cronlock on three nodes, each a cron.Cron of its own with
+// a cronlock.Locker on a Client from newClient (as separate processes
+// would have them: each its own connection to the store), all scheduling
+// the same one-second job for 4.5 seconds: every tick runs exactly once,
+// on one node, and at least three ticks run. newClient's backend must
+// declare core.CapClaims (cronlock refuses one that does not at start-up:
+// that is an error here).
+func Cronlock(t *testing.T, newClient func(testing.TB) *core.Client) {
+	t.Helper()
+	job := "report-" + strings.ToLower(rand.Text()[:8])
+	var mu sync.Mutex
+	ran := map[time.Time][]string{}
+	var crons []*cron.Cron
+	for _, node := range []string{"n1", "n2", "n3"} {
+		l, err := cronlock.New(newClient(t), cronlock.WithNodeID(node), cronlock.WithSeconds(), cronlock.WithLocation(time.UTC))
+		if err != nil {
+			t.Fatalf("cronlock.New on node %s: %v", node, err)
+		}
+		cr := cron.New(cron.WithSeconds(), cron.WithLocation(time.UTC))
+		if _, err := l.AddFunc(cr, "@every 1s", job, func(ctx context.Context) error {
+			tk, ok := cronlock.TickFromContext(ctx)
+			if !ok {
+				t.Errorf("node %s: a run without its tick", node)
+			}
+			mu.Lock()
+			ran[tk.Planned] = append(ran[tk.Planned], node)
+			mu.Unlock()
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		crons = append(crons, cr)
+	}
+	for _, cr := range crons {
+		cr.Start()
+	}
+	time.Sleep(4500 * time.Millisecond)
+	for _, cr := range crons {
+		<-cr.Stop().Done()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ran) < 3 {
+		t.Fatalf("only %d ticks ran in 4.5 s: %v", len(ran), ran)
+	}
+	for tk, nodes := range ran {
+		if len(nodes) != 1 {
+			t.Errorf("tick %v ran %d times: %v", tk.Format("15:04:05.000"), len(nodes), nodes)
+		}
+	}
+	t.Logf("ticks and their node: %v", ran)
+}
+
 // CronlockRefused checks that cronlock refuses c at start-up when its
 // backend has no claims (core.CapClaims), instead of scheduling jobs whose
-// ticks could never be claimed. A backend with claims runs a cron test on
-// several nodes instead (as sqllock's does).
+// ticks could never be claimed. A backend with claims runs Cronlock
+// instead.
 func CronlockRefused(t *testing.T, c *core.Client) {
 	t.Helper()
 	if c.Capabilities()&core.CapClaims != 0 {
-		t.Fatal("the backend declares core.CapClaims: test cronlock on several nodes instead")
+		t.Fatal("the backend declares core.CapClaims: test cronlock on several nodes instead (Cronlock)")
 	}
 	l, err := cronlock.New(c)
 	if l != nil || !errors.Is(err, core.ErrUnsupported) || !errors.Is(err, cronlock.ErrInvalidOption) {

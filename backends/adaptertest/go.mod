@@ -13,6 +13,7 @@ require (
 	github.com/latchkey/latchkey v0.0.0-00010101000000-000000000000
 	github.com/latchkey/latchkey/dbguard v0.0.0-00010101000000-000000000000
 	github.com/latchkey/latchkey/echomw v0.0.0-00010101000000-000000000000
+	github.com/robfig/cron/v3 v3.0.1
 	modernc.org/sqlite v1.62.0
 )
 
@@ -26,7 +27,6 @@ require (
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
-	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/valyala/fasttemplate v1.2.2 // indirect
 	go.uber.org/atomic v1.12.0 // indirect

@@ -4,15 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/latchkey/latchkey/backends/adaptertest"
 	"github.com/latchkey/latchkey/backends/sqllock"
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/core/locktest"
 	"github.com/latchkey/latchkey/cronlock"
-	"github.com/robfig/cron/v3"
 )
 
 // The conformance suite on every database: each subtest's Client has its
@@ -181,46 +180,14 @@ func TestOptions(t *testing.T) {
 }
 
 // The showcase: cronlock on PostgreSQL alone, three nodes, each with its
-// own pool and Client; every tick of a one-second job runs exactly once.
+// own pool and Client; every tick of a one-second job runs exactly once
+// (backends/adaptertest, as on every backend).
 func TestCronOnPostgres(t *testing.T) {
 	db := databases[1].open(t)
 	opt := table(t, db)
-	var mu sync.Mutex
-	ran := map[time.Time][]string{}
-	var crons []*cron.Cron
-	for _, node := range []string{"n1", "n2", "n3"} {
-		c := newClient(t, databases[1].open(t), opt)
-		l := mustNew(cronlock.New(c, cronlock.WithNodeID(node), cronlock.WithSeconds(), cronlock.WithLocation(time.UTC)))
-		cr := cron.New(cron.WithSeconds(), cron.WithLocation(time.UTC))
-		if _, err := l.AddFunc(cr, "@every 1s", "report", func(ctx context.Context) error {
-			tk, _ := cronlock.TickFromContext(ctx)
-			mu.Lock()
-			ran[tk.Planned] = append(ran[tk.Planned], node)
-			mu.Unlock()
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		crons = append(crons, cr)
-	}
-	for _, cr := range crons {
-		cr.Start()
-	}
-	time.Sleep(4500 * time.Millisecond)
-	for _, cr := range crons {
-		<-cr.Stop().Done()
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(ran) < 3 {
-		t.Fatalf("only %d ticks ran in 4.5 s: %v", len(ran), ran)
-	}
-	for tk, nodes := range ran {
-		if len(nodes) != 1 {
-			t.Errorf("tick %v ran %d times: %v", tk.Format("15:04:05"), len(nodes), nodes)
-		}
-	}
-	t.Logf("ticks and their node: %v", ran)
+	adaptertest.Cronlock(t, func(testing.TB) *core.Client {
+		return newClient(t, databases[1].open(t), opt)
+	})
 }
 
 // A backend without claims is refused by cronlock at start-up.
