@@ -17,3 +17,8 @@ func LeaseExpiry(v []byte) (exp int32, fence int64, err error) {
 	l, err := decode(v)
 	return l.exp, l.fence, err
 }
+
+// WithClock sets the clock a Client reads for Records.ClaimWithin.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) { c.clock = now }
+}

@@ -47,9 +47,11 @@ func expirySeconds(ttl time.Duration) (int32, error) {
 
 // New returns a core.Client whose leases are items of mc, a client of one
 // memcached server (or of a server list that every Client routes the same
-// way and that never changes while locks are held). The Client declares no
-// capability beyond the lease: no fair queueing, release notifications
-// across processes, listing or records (see the package documentation).
+// way and that never changes while locks are held). The Client declares
+// core.CapClaims (records and claims, which cronlock needs; see the package
+// documentation for their clock and for eviction) and nothing else beyond
+// the lease: no fair queueing, release notifications across processes or
+// listing.
 // The error is core.ErrInvalidOption for a nil mc or a bad option.
 //
 // mc's Timeout bounds every call to memcached (gomemcache takes no
@@ -64,30 +66,43 @@ func New(mc *memcache.Client, opts ...Option) (*core.Client, error) {
 	if cfg.err != nil {
 		return nil, cfg.err
 	}
-	return core.New(&backend{mc: mc, ns: cfg.ns}, cfg.core...)
+	return core.New(&backend{mc: mc, ns: cfg.ns, skew: cfg.skew, clock: cfg.clock}, cfg.core...)
 }
 
 // backend implements core.Backend on memcached.
 type backend struct {
 	mc *memcache.Client
 	ns string
+	// skew bounds how far two Clients' clocks are apart, for
+	// ClaimRecordWithin (WithClockSkew); clock is time.Now but in tests.
+	skew  time.Duration
+	clock func() time.Time
 	// high is the highest fence this backend has issued, on any key: a
 	// counter seeded again is seeded above it (see nextFence).
 	high atomic.Int64
 }
 
-var _ core.Backend = (*backend)(nil)
+var (
+	_ core.Backend     = (*backend)(nil)
+	_ core.RecordStore = (*backend)(nil)
+)
 
-func (b *backend) Capabilities() core.Capability { return 0 }
+func (b *backend) Capabilities() core.Capability { return core.CapClaims }
 
 // itemNames returns the names of name's lease item and fence counter item:
 // the namespace, then SHA-256 of the name in unpadded base64url (lock
 // names may hold any byte and be longer than memcached's 250), then ":l"
 // or ":f".
 func (b *backend) itemNames(name string) (lease, fence string) {
-	sum := sha256.Sum256([]byte(name))
-	h := b.ns + base64.RawURLEncoding.EncodeToString(sum[:])
+	h := b.hashName(name)
 	return h + ":l", h + ":f"
+}
+
+// hashName is the namespace and the SHA-256 of name in unpadded
+// base64url: the items of name add a suffix (":l", ":f", ":r").
+func (b *backend) hashName(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return b.ns + base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
 // lease is the value of a lease item:

@@ -25,11 +25,11 @@ func TestConformance(t *testing.T) {
 func TestCapabilities(t *testing.T) {
 	srv := startServer(t)
 	c := newClient(t, newMC(t, srv))
-	if got := c.Capabilities(); got != 0 {
-		t.Fatalf("Capabilities: %s, want none", got)
+	if got := c.Capabilities(); got != core.CapClaims {
+		t.Fatalf("Capabilities: %s, want claims", got)
 	}
-	if err := c.Require(core.CapClaims); !errors.Is(err, core.ErrUnsupported) {
-		t.Fatalf("Require(CapClaims): %v", err)
+	if err := c.Require(core.CapList); !errors.Is(err, core.ErrUnsupported) {
+		t.Fatalf("Require(CapList): %v", err)
 	}
 }
 

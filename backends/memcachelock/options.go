@@ -2,6 +2,7 @@ package memcachelock
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/latchkey/latchkey/core"
 )
@@ -18,10 +19,16 @@ const maxNamespaceLen = 64
 // An Option configures New.
 type Option func(*config)
 
+// DefaultClockSkew is the bound on how far apart two Clients' clocks may
+// be that Records.ClaimWithin assumes unless WithClockSkew says otherwise.
+const DefaultClockSkew = time.Second
+
 type config struct {
-	ns   string
-	core []core.Option
-	err  error
+	ns    string
+	skew  time.Duration
+	clock func() time.Time
+	core  []core.Option
+	err   error
 }
 
 func (c *config) fail(format string, args ...any) {
@@ -52,6 +59,26 @@ func WithNamespace(ns string) Option {
 	}
 }
 
+// WithClockSkew declares how far apart the clocks of any two Clients that
+// claim the same records may be (default DefaultClockSkew), counting the
+// difference of their rates against memcached's over a claim's life.
+// Records.ClaimWithin (cronlock's tick claims) judges a claim late by the
+// claiming Client's clock, and keeps each claim in memcached for that much
+// longer past its deadline, so that no node whose clock is within skew of
+// the claimer's finds the tick free while it still takes the claim in
+// time (see the package documentation). A claim stays skew longer than it
+// would otherwise; a larger skew costs nothing else. Negative is
+// core.ErrInvalidOption.
+func WithClockSkew(skew time.Duration) Option {
+	return func(c *config) {
+		if skew < 0 {
+			c.fail("clock skew %v: want zero or more", skew)
+			return
+		}
+		c.skew = skew
+	}
+}
+
 // WithClientOptions passes options to the core.Client New returns
 // (core.WithTTL, core.WithKeyPrefix, core.WithObserver, …).
 func WithClientOptions(opts ...core.Option) Option {
@@ -59,7 +86,7 @@ func WithClientOptions(opts ...core.Option) Option {
 }
 
 func newConfig(opts []Option) config {
-	c := config{ns: DefaultNamespace}
+	c := config{ns: DefaultNamespace, skew: DefaultClockSkew, clock: time.Now}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
