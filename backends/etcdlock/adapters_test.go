@@ -25,8 +25,13 @@ func TestEchoParamLock(t *testing.T) {
 	adaptertest.EchoParamLock(t, newClient(t, newCli(t, startEtcd(t))))
 }
 
-func TestCronlockRefused(t *testing.T) {
-	adaptertest.CronlockRefused(t, newClient(t, newCli(t, startEtcd(t))))
+// cronlock on three nodes, each on a connection of its own: every tick
+// runs once.
+func TestCronlock(t *testing.T) {
+	ep := startEtcd(t)
+	adaptertest.Cronlock(t, func(testing.TB) *core.Client {
+		return newClient(t, newCli(t, ep))
+	})
 }
 
 // temporallock's WithLimit runs up to n executions per key on a semaphore

@@ -16,9 +16,10 @@ import (
 
 // New returns a core.Client whose leases live in etcd, reached through
 // cli: one key per lease, attached to an etcd lease of its own. The Client
-// declares core.CapNotify (unless WithNotify(false)), core.CapReplicaAck
-// and core.CapList; it has no fair queueing, records, semaphores or
-// read-write locks. The error is core.ErrInvalidOption for a nil cli or a
+// declares core.CapNotify (unless WithNotify(false)), core.CapReplicaAck,
+// core.CapList and core.CapClaims (records and claims, which cronlock
+// needs; see the package documentation for their clock); it has no fair
+// queueing, semaphores or read-write locks. The error is core.ErrInvalidOption for a nil cli or a
 // bad option.
 //
 // New uses cli.KV, cli.Lease and cli.Watcher: a client whose three are
@@ -39,6 +40,7 @@ func New(cli *clientv3.Client, opts ...Option) (*core.Client, error) {
 		watcher: cli.Watcher,
 		timeout: cfg.timeout,
 		notify:  cfg.notify,
+		rec:     recordConfig{skew: cfg.skew, clock: cfg.clock},
 		subs:    map[string]*sub{},
 	}
 	return core.New(b, cfg.core...)
@@ -63,6 +65,7 @@ type backend struct {
 	watcher clientv3.Watcher
 	timeout time.Duration
 	notify  bool
+	rec     recordConfig
 
 	mu     sync.Mutex
 	subs   map[string]*sub
@@ -77,7 +80,7 @@ var (
 )
 
 func (b *backend) Capabilities() core.Capability {
-	caps := core.CapReplicaAck | core.CapList
+	caps := core.CapReplicaAck | core.CapList | core.CapClaims
 	if b.notify {
 		caps |= core.CapNotify
 	}

@@ -35,7 +35,7 @@ func TestConformance(t *testing.T) {
 
 func TestCapabilities(t *testing.T) {
 	cli := newCli(t, "127.0.0.1:1") // never dialled: New makes no call
-	want := core.CapNotify | core.CapReplicaAck | core.CapList
+	want := core.CapNotify | core.CapReplicaAck | core.CapList | core.CapClaims
 	if got := newClient(t, cli).Capabilities(); got != want {
 		t.Fatalf("Capabilities: %s, want %s", got, want)
 	}
@@ -53,6 +53,7 @@ func TestOptions(t *testing.T) {
 		"nil client":       {nil, nil},
 		"zero timeout":     {cli, []etcdlock.Option{etcdlock.WithRequestTimeout(0)}},
 		"negative timeout": {cli, []etcdlock.Option{etcdlock.WithRequestTimeout(-time.Second)}},
+		"negative skew":    {cli, []etcdlock.Option{etcdlock.WithClockSkew(-time.Second)}},
 		"core option":      {cli, []etcdlock.Option{etcdlock.WithClientOptions(core.WithKeyPrefix(""))}},
 		"replica ack":      {cli, []etcdlock.Option{etcdlock.WithClientOptions(core.WithReplicaAck(1, time.Second))}},
 	} {

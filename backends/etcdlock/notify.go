@@ -164,7 +164,7 @@ func (b *backend) ListLeases(ctx context.Context, prefix string, fn func(string)
 	}
 }
 
-// ListRecords: there are no records on etcd (no core.CapClaims).
-func (b *backend) ListRecords(context.Context, string, func(string) bool) error {
-	return fmt.Errorf("etcdlock: %w: records", core.ErrUnsupported)
+// ListRecords lists the records (records.go).
+func (b *backend) ListRecords(ctx context.Context, prefix string, fn func(string) bool) error {
+	return b.listRecords(ctx, prefix, fn)
 }
