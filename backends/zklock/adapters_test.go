@@ -26,6 +26,9 @@ func TestEchoParamLock(t *testing.T) {
 	adaptertest.EchoParamLock(t, newClient(t))
 }
 
-func TestCronlockRefused(t *testing.T) {
-	adaptertest.CronlockRefused(t, newClient(t))
+// cronlock on three nodes, each on a session of its own: every tick runs
+// once.
+func TestCronlock(t *testing.T) {
+	server(t)
+	adaptertest.Cronlock(t, func(testing.TB) *core.Client { return newClient(t) })
 }

@@ -19,8 +19,11 @@ type config struct {
 	root    string
 	session time.Duration
 	acl     []zk.ACL
-	core    []core.Option
-	err     error
+	// sweepEvery is how often the expired records are deleted
+	// (sweepEvery but in tests).
+	sweepEvery time.Duration
+	core       []core.Option
+	err        error
 }
 
 func (c *config) fail(format string, args ...any) {
@@ -101,7 +104,7 @@ func WithClientOptions(opts ...core.Option) Option {
 }
 
 func newConfig(opts []Option) config {
-	c := config{root: DefaultRoot, acl: zk.WorldACL(zk.PermAll)}
+	c := config{root: DefaultRoot, acl: zk.WorldACL(zk.PermAll), sweepEvery: sweepEvery}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)

@@ -18,8 +18,10 @@ import (
 // in conn's session. WithSessionTimeout is required: pass the timeout
 // conn was connected with. The Client declares core.CapFair and
 // core.CapNotify (WithFair serves waiters in arrival order, and a release
-// wakes the next waiter through a watch on its predecessor); it has no
-// records or claims, listing, semaphores or read-write locks. Its default
+// wakes the next waiter through a watch on its predecessor) and
+// core.CapClaims (records and claims, which cronlock needs, judged by the
+// time ZooKeeper stamps on writes: see the package documentation); it has
+// no listing, semaphores or read-write locks. Its default
 // TTL is core.DefaultTTL or, if shorter, what the session vouches for
 // (two thirds of its timeout); a longer TTL is refused when a lock is
 // taken. The error is core.ErrInvalidOption for a nil conn or a bad
@@ -35,6 +37,7 @@ func New(conn *zk.Conn, opts ...Option) (*core.Client, error) {
 	}
 	vouch := (cfg.session * 2 / 3).Truncate(time.Millisecond)
 	b := &backend{conn: conn, root: cfg.root, acl: cfg.acl, vouch: vouch, watchers: map[string]*watcher{}}
+	b.rs.every, b.rs.stop = cfg.sweepEvery, make(chan struct{})
 	copts := append([]core.Option{core.WithTTL(min(core.DefaultTTL, vouch))}, cfg.core...)
 	b.s = openSession(conn)
 	c, err := core.New(b, copts...)
@@ -57,14 +60,19 @@ type backend struct {
 	watchers  map[string]*watcher
 	wg        sync.WaitGroup
 	closeOnce sync.Once
+
+	rs recState // records (records.go)
 }
 
 var (
-	_ core.Backend  = (*backend)(nil)
-	_ core.Notifier = (*backend)(nil)
+	_ core.Backend     = (*backend)(nil)
+	_ core.Notifier    = (*backend)(nil)
+	_ core.RecordStore = (*backend)(nil)
 )
 
-func (b *backend) Capabilities() core.Capability { return core.CapFair | core.CapNotify }
+func (b *backend) Capabilities() core.Capability {
+	return core.CapFair | core.CapNotify | core.CapClaims
+}
 
 // errForeign: the token's node lives in another session.
 var errForeign = errors.New("zklock: the lease of this token lives in another ZooKeeper session, which this one cannot vouch for")
@@ -78,10 +86,14 @@ func (b *backend) checkTTL(ttl time.Duration) error {
 
 // lockPath is the container znode of a lease name: the name with '%',
 // '/', a leading '.' and every byte outside printable ASCII escaped as %XX.
-func (b *backend) lockPath(key string) string {
+func (b *backend) lockPath(key string) string { return escapedPath(b.root, key) }
+
+// escapedPath is the znode under dir named after key, escaped as lockPath
+// says.
+func escapedPath(dir, key string) string {
 	var sb strings.Builder
-	sb.Grow(len(b.root) + 1 + len(key))
-	sb.WriteString(b.root)
+	sb.Grow(len(dir) + 1 + len(key))
+	sb.WriteString(dir)
 	sb.WriteByte('/')
 	for i := 0; i < len(key); i++ {
 		c := key[i]
@@ -546,6 +558,7 @@ func (b *backend) Close() error {
 		}
 		b.mu.Unlock()
 		b.wg.Wait()
+		b.closeRecords()
 		b.s.release()
 	})
 	return nil

@@ -23,7 +23,7 @@ func TestConformance(t *testing.T) {
 
 func TestCapabilities(t *testing.T) {
 	c := newClient(t)
-	if got, want := c.Capabilities(), core.CapFair|core.CapNotify; got != want {
+	if got, want := c.Capabilities(), core.CapFair|core.CapNotify|core.CapClaims; got != want {
 		t.Fatalf("Capabilities: %s, want %s", got, want)
 	}
 }
