@@ -1,0 +1,182 @@
+package etcdlock_test
+
+import (
+	"crypto/rand"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/latchkey/latchkey/backends/etcdlock"
+	"github.com/latchkey/latchkey/core"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A record ends by etcd's lease clock: its key is attached to an etcd
+// lease of its TTL, and etcd deletes it when the lease runs out.
+func TestRecordExpiresByEtcd(t *testing.T) {
+	ep := startEtcd(t)
+	cli := newCli(t, ep)
+	r := newClient(t, cli).Records()
+	ctx := ctxT(t)
+	start := time.Now()
+	if err := r.Set(ctx, "exp", "v", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(ctx, "{rec}latchkey:{exp}:rec")
+	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Lease == 0 {
+		t.Fatalf("the record's key: %+v %v, want one key on an etcd lease", resp, err)
+	}
+	for {
+		_, ok, err := r.Get(ctx, "exp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("a record of one second still there after five")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Fatalf("a record of one second gone after %v", d)
+	}
+}
+
+// Eight Clients, each on a connection of its own, claim the same tick at
+// once, for 20 ticks: exactly one claim of each succeeds.
+func TestClaimRace(t *testing.T) {
+	ep := startEtcd(t)
+	var nodes []*core.Records
+	for range 8 {
+		nodes = append(nodes, newClient(t, newCli(t, ep)).Records())
+	}
+	ctx := ctxT(t)
+	job := rand.Text()[:8]
+	for round := range 20 {
+		planned := time.Now()
+		key := job + ":" + planned.Format(time.RFC3339Nano)
+		var won atomic.Int32
+		var wg sync.WaitGroup
+		for i, r := range nodes {
+			wg.Go(func() {
+				v, err := r.ClaimWithin(ctx, key, string(rune('a'+i)), 2*time.Second, planned, time.Second)
+				if err != nil {
+					t.Error(err)
+				}
+				if v == core.Claimed {
+					won.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := won.Load(); n != 1 {
+			t.Fatalf("round %d: %d claims of one tick succeeded, want 1", round, n)
+		}
+	}
+}
+
+// The clock-skew bound: Client b's clock is behind a's by the declared
+// skew. a claims the tick at once, with a one-millisecond TTL and a
+// one-second window; b keeps claiming it until its own clock says it is
+// late, which is three seconds after the window ended. etcd would have
+// deleted a claim kept for just its window (a lease of etcd's minimum TTL)
+// long before; the claim is kept the skew longer, so b never wins.
+func TestClaimWithinSkew(t *testing.T) {
+	const skew = 3 * time.Second
+	ep := startEtcd(t)
+	a := newClient(t, newCli(t, ep), etcdlock.WithClockSkew(skew)).Records()
+	b := newClient(t, newCli(t, ep), etcdlock.WithClockSkew(skew),
+		etcdlock.WithClock(func() time.Time { return time.Now().Add(-skew) })).Records()
+	ctx := ctxT(t)
+	planned := time.Now()
+	key := "skew:" + rand.Text()[:8]
+	if v, err := a.ClaimWithin(ctx, key, "a", time.Millisecond, planned, time.Second); err != nil || v != core.Claimed {
+		t.Fatalf("a's claim: %v %v", v, err)
+	}
+	for {
+		v, err := b.ClaimWithin(ctx, key, "b", time.Millisecond, planned, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch v {
+		case core.Claimed:
+			t.Fatalf("b claimed the tick %v after a, its clock %v behind", time.Since(planned), skew)
+		case core.ClaimLate:
+			if d := time.Since(planned); d < time.Second+skew {
+				t.Fatalf("b late after %v, before its clock passed the window", d)
+			}
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A claim that etcd committed but whose answer came back after the
+// deadline (by the claimer's clock, read after the transaction) is late,
+// and taken back: nothing is left, and a claim in time afterwards
+// succeeds.
+func TestClaimLateAfterCommit(t *testing.T) {
+	ep := startEtcd(t)
+	planned := time.Now()
+	var calls atomic.Int32
+	late := newClient(t, newCli(t, ep), etcdlock.WithClock(func() time.Time {
+		if calls.Add(1) == 1 {
+			return planned // sent in time…
+		}
+		return planned.Add(2 * time.Second) // …answered after the window
+	})).Records()
+	ctx := ctxT(t)
+	if v, err := late.ClaimWithin(ctx, "slow", "n1", time.Minute, planned, time.Second); err != nil || v != core.ClaimLate {
+		t.Fatalf("a claim answered after the window: %v %v, want late", v, err)
+	}
+	r := newClient(t, newCli(t, ep)).Records()
+	if _, ok, err := r.Get(ctx, "slow"); err != nil || ok {
+		t.Fatalf("a late claim left a record: %v %v", ok, err)
+	}
+	if v, err := r.ClaimWithin(ctx, "slow", "n2", time.Minute, planned, time.Minute); err != nil || v != core.Claimed {
+		t.Fatalf("a claim in time after the late one: %v %v", v, err)
+	}
+}
+
+// Records have keys of their own: a record and a lock of the same key do
+// not see each other, Scan lists only the lock and Records.Scan only the
+// record.
+func TestRecordsApartFromLeases(t *testing.T) {
+	ep := startEtcd(t)
+	cli := newCli(t, ep)
+	c := newClient(t, cli)
+	ctx := ctxT(t)
+	if ok, err := c.Records().Claim(ctx, "same", "rec", time.Minute); err != nil || !ok {
+		t.Fatalf("Claim: %v %v", ok, err)
+	}
+	l, err := c.TryLock(ctx, "same")
+	if err != nil {
+		t.Fatalf("TryLock beside a record: %v", err)
+	}
+	defer l.Release(ctx)
+	var leases, records []string
+	for info, err := range c.Scan(ctx, "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, info.Key)
+	}
+	for key, err := range c.Records().Scan(ctx, "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		records = append(records, key)
+	}
+	if len(leases) != 1 || leases[0] != "same" || len(records) != 1 || records[0] != "same" {
+		t.Fatalf("Scan: %q, Records.Scan: %q; want [same] each", leases, records)
+	}
+	// What the backend lists as leases (ListLeases reads under the
+	// lease names' prefix) holds the lease's key alone.
+	resp, err := cli.Get(ctx, "latchkey:{", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Key) != "latchkey:{same}" {
+		t.Fatalf("keys under the leases' prefix: %v %v, want latchkey:{same} alone", resp.Kvs, err)
+	}
+}
