@@ -1,0 +1,145 @@
+package zklock_test
+
+import (
+	"crypto/rand"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/latchkey/latchkey/backends/zklock"
+	"github.com/latchkey/latchkey/core"
+)
+
+// recordNode is the znode of a record of key (default key prefix).
+func recordNode(key string) string { return testRoot + "/.records/latchkey:{" + key + "}:rec" }
+
+// A record is there for its TTL and gone after it, by the time the server
+// stamps on writes; it is a persistent znode, so it outlives the session
+// that wrote it (a claim must outlive its node's crash).
+func TestRecordExpiresByServerClock(t *testing.T) {
+	c := newClient(t)
+	r := c.Records()
+	ctx := ctxT(t)
+	start := time.Now()
+	if err := r.Set(ctx, "exp", "v", 500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := r.Get(ctx, "exp"); err != nil || !ok || v != "v" {
+		t.Fatalf("Get at once: %q %v %v", v, ok, err)
+	}
+	for {
+		_, ok, err := r.Get(ctx, "exp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if time.Since(start) > 3*time.Second {
+			t.Fatal("a record of 500ms still there after 3s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if d := time.Since(start); d < 500*time.Millisecond {
+		t.Fatalf("a record of 500ms gone after %v", d)
+	}
+
+	conn := connect(t, server(t).addr, sessionTimeout)
+	w, err := zklock.New(conn, zklock.WithSessionTimeout(sessionTimeout), zklock.WithRoot(testRoot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := w.Records().Claim(ctx, "survives", "w", time.Minute); err != nil || !ok {
+		t.Fatalf("Claim: %v %v", ok, err)
+	}
+	w.Close()
+	conn.Close() // the writer's session ends
+	if v, ok, err := r.Get(ctx, "survives"); err != nil || !ok || v != "w" {
+		t.Fatalf("a claim after its writer's session ended: %q %v %v", v, ok, err)
+	}
+}
+
+// Eight Clients, each on a session of its own, claim the same tick at
+// once, for 20 ticks — on a fresh key, and on a key whose earlier claim
+// has just expired (the znode is rewritten, conditional on the version
+// judged expired): exactly one claim of each succeeds.
+func TestClaimRace(t *testing.T) {
+	var nodes []*core.Records
+	for range 8 {
+		nodes = append(nodes, newClient(t).Records())
+	}
+	ctx := ctxT(t)
+	job := rand.Text()[:8]
+	race := func(round int, what, key string, claim func(r *core.Records, node string) (bool, error)) {
+		var won atomic.Int32
+		var wg sync.WaitGroup
+		for i, r := range nodes {
+			wg.Go(func() {
+				ok, err := claim(r, string(rune('a'+i)))
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					won.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := won.Load(); n != 1 {
+			t.Fatalf("round %d, %s: %d claims succeeded, want 1", round, what, n)
+		}
+	}
+	for round := range 20 {
+		planned := time.Now()
+		key := job + ":" + planned.Format(time.RFC3339Nano)
+		race(round, "a fresh tick", key, func(r *core.Records, node string) (bool, error) {
+			v, err := r.ClaimWithin(ctx, key, node, 2*time.Second, planned, time.Second)
+			return v == core.Claimed, err
+		})
+		old := key + ":old"
+		if ok, err := nodes[0].Claim(ctx, old, "first", 20*time.Millisecond); err != nil || !ok {
+			t.Fatalf("Claim: %v %v", ok, err)
+		}
+		time.Sleep(40 * time.Millisecond)
+		race(round, "an expired claim", old, func(r *core.Records, node string) (bool, error) {
+			return r.Claim(ctx, old, node, time.Minute)
+		})
+	}
+}
+
+// Expired records are deleted: a record write starts a sweep (here at
+// every write) that deletes the znodes of the expired ones, and leaves the
+// live ones.
+func TestSweep(t *testing.T) {
+	c := newClient(t, zklock.WithSweepEvery(0))
+	conn := connect(t, server(t).addr, sessionTimeout)
+	ctx := ctxT(t)
+	key := "sweep-" + rand.Text()[:8]
+	if err := c.Records().Set(ctx, key, "v", 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := conn.Exists(recordNode(key)); err != nil || !ok {
+		t.Fatalf("the record's znode: %v %v", ok, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if err := c.Records().Set(ctx, key+"-live", "v", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		ok, _, err := conn.Exists(recordNode(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the znode of an expired record is still there after 5s of sweeps")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ok, _, err := conn.Exists(recordNode(key + "-live")); err != nil || !ok {
+		t.Fatalf("a live record was swept: %v %v", ok, err)
+	}
+}
