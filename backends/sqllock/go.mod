@@ -14,7 +14,6 @@ require (
 	github.com/latchkey/latchkey v0.0.0-00010101000000-000000000000
 	github.com/latchkey/latchkey/backends/adaptertest v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/robfig/cron/v3 v3.0.1
 	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.62.0
 )
@@ -36,6 +35,7 @@ require (
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/valyala/fasttemplate v1.2.2 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect

@@ -97,13 +97,6 @@ func table(t testing.TB, db *sql.DB) sqllock.Option {
 	return opt
 }
 
-func mustNew[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
-}
-
 // newClient makes a Client on db with opts, closed when the test ends.
 func newClient(t testing.TB, db *sql.DB, opts ...sqllock.Option) *core.Client {
 	t.Helper()

@@ -11,7 +11,6 @@ import (
 	"github.com/latchkey/latchkey/backends/sqllock"
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/core/locktest"
-	"github.com/latchkey/latchkey/cronlock"
 )
 
 // The conformance suite on every database: each subtest's Client has its
@@ -197,9 +196,7 @@ func TestCronRefusesWithoutClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := cronlock.New(c); !errors.Is(err, cronlock.ErrInvalidOption) || !errors.Is(err, core.ErrUnsupported) {
-		t.Fatalf("cronlock.New on a backend without claims: %v", err)
-	}
+	adaptertest.CronlockRefused(t, c)
 }
 
 type noClaims struct{}
