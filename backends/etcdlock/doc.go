@@ -1,7 +1,8 @@
 // Package etcdlock runs latchkey's lock on etcd (v3 API), for a service
 // that has an etcd cluster and no Redis. New returns a *core.Client: Lock,
-// TryLock, Do, Campaign, Observe, LockAll, Inspect and Scan work as on
-// Redis, and so do the adapters that need no more than that.
+// TryLock, Do, Campaign, Observe, LockAll, Inspect, Scan and Records work
+// as on Redis, and so do the adapters built on them: cronlock runs on it
+// (see "Records and claims" for its clock).
 //
 //	cli, _ := clientv3.New(clientv3.Config{Endpoints: endpoints})
 //	defer cli.Close()
@@ -99,6 +100,8 @@
 //     lengthens it.)
 //   - core.CapList: Client.Scan reads the keys under the prefix, 256 per
 //     request, in key order.
+//   - core.CapClaims: Client.Records, and so cronlock; see "Records and
+//     claims" below.
 //
 // Not offered:
 //
@@ -107,12 +110,47 @@
 //     own Mutex queues waiters by the create revisions of one key per
 //     waiter, each watching its predecessor; that queue is not implemented
 //     here.
-//   - core.CapClaims (Client.Records, which cronlock needs): a claim
-//     within a window must be judged "late" by the store's clock, and etcd
-//     exposes no clock to a transaction — its leases measure durations, not
-//     instants. Judging it by the caller's clock would break the guarantee
-//     cronlock relies on, so records are not offered.
 //   - core.CapPrimitives (semaphores, read-write locks) and Evict.
+//
+// # Records and claims
+//
+// A record is an etcd key of its own, "{rec}" and the record's name (a
+// lease's key never begins with '{', so records never meet leases, nor
+// appear in Scan; Records.Scan lists them), attached to an etcd lease of
+// the record's TTL, rounded up to whole seconds and raised to etcd's
+// minimum as a lock's is: etcd deletes the key when its lease runs out,
+// by the leader's lease clock. Set puts the key on a new etcd lease and
+// revokes the old one; Claim creates the key in a transaction that
+// succeeds only if it does not exist; SetIfNewer is a read and a
+// transaction conditional on the key's revision.
+//
+// Records.ClaimWithin — cronlock's claim of a tick — must refuse a claim
+// that arrives after planned + window, judged by the store's clock. etcd
+// has no such clock (leases measure durations, not instants; a
+// transaction cannot compare with the time), so a claim is judged by the
+// claiming Client's clock, and is kept long enough that this is safe. The
+// claimer reads its clock before granting the claim's etcd lease and again
+// after etcd committed the claim:
+//
+//   - before, past the deadline: late, nothing is stored (or taken, if a
+//     claim is there);
+//   - the claim's etcd lease runs until at least skew past the deadline,
+//     counted from the first reading (and at least its TTL);
+//   - after the commit, past the deadline: the transaction may have been
+//     committed late; the claim is taken back (its etcd lease is revoked,
+//     which deletes it) and the answer is late.
+//
+// skew is WithClockSkew (DefaultClockSkew, one second): the most any two
+// Clients' clocks differ, including how far their rates differ from the
+// etcd leader's over a claim's life. If it holds, one claim per tick
+// succeeds: a second claim can be created only once the first is deleted,
+// that is later than skew past the deadline by the first claimer's clock,
+// so later than the deadline by the second claimer's clock — which it
+// reads after its commit, and finds late. A leader change only lengthens
+// leases (see Clocks). A clock further off than skew can let a tick run
+// twice; a clock stepped forward makes claims late (a tick is skipped),
+// never doubled. A claim taken back after a late answer may leave the
+// tick unrun: at most once, not exactly once.
 //
 // Costs: on a free key TryLock is two raft writes (a grant and a
 // transaction) and Release two (a transaction and a revoke); a renewal is a

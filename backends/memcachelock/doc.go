@@ -1,7 +1,8 @@
 // Package memcachelock runs latchkey's lock on memcached, for a service
 // that has a memcached and no Redis or database to spare. New returns a
-// *core.Client: Lock, TryLock, Do, Campaign, Observe, LockAll and Inspect
-// work as on Redis. memcached is a cache — it may drop a lease before its
+// *core.Client: Lock, TryLock, Do, Campaign, Observe, LockAll, Inspect
+// and Records work as on Redis, and cronlock runs on it (see "Records and
+// claims" for its clock). memcached is a cache — it may drop a lease before its
 // time — so read "Loss" below before you rely on it, and write through
 // fences.
 //
@@ -110,21 +111,62 @@
 // expiries). The Client believes a lease for its TTL from when it sent the
 // request, less the drift margin (core.WithDriftMargin), which must cover
 // the rate difference between its clock and memcached's over a TTL. Client
-// clocks matter only for fences seeded after a lost counter (see Fences)
-// and for estimates (Inspect's TTL, a waiter's sleep).
+// clocks matter for fences seeded after a lost counter (see Fences), for
+// estimates (Inspect's TTL, a waiter's sleep), and for the lateness of a
+// claim (below: they must stay within WithClockSkew of each other).
+//
+// # Records and claims
+//
+// Client.Records (core.CapClaims), and so cronlock, work on memcached. A
+// record is an item of its own, "<namespace><hash>:r", beside the lease
+// and fence items of the same name. Set is memcached's set, Claim its add
+// (stored only if there is no item), SetIfNewer a read and a
+// compare-and-swap (cas) against the item read. A record ends by
+// memcached's expiry, rounded up as a lease's is: at least its TTL after
+// memcached got the write, and about three seconds more at most. A record
+// longer than memcached's 30 days of relative expiries is given an
+// absolute expiry from the writer's clock.
+//
+// Records.ClaimWithin — cronlock's claim of a tick — must refuse a claim
+// that arrives after planned + window, judged by the store's clock.
+// memcached has no clock a write can be judged by (its clock shows only in
+// stats, in whole seconds, in a round trip of its own), so a claim is
+// judged by the claiming Client's clock, and is kept long enough that this
+// is safe. The claimer reads its clock before the add and again after
+// memcached answered it:
+//
+//   - before the add, past the deadline: late, nothing is stored (or
+//     taken, if a claim is there);
+//   - the add is kept by memcached until at least skew past the deadline,
+//     counted from the first reading (and at least its TTL);
+//   - after the add, past the deadline: the add may have reached memcached
+//     late; the claim is taken back (a cas to an expiry in the past, of
+//     this claim's item only) and the answer is late.
+//
+// skew is WithClockSkew (DefaultClockSkew, one second): the most any two
+// Clients' clocks differ, including how far their rates differ from
+// memcached's over a claim's life. If it holds, one claim per tick
+// succeeds: a second add can succeed only once the first item is gone,
+// that is later than skew past the deadline by the first claimer's clock,
+// so later than the deadline by the second claimer's clock — which it
+// reads after its add, and finds late. A clock further off than skew can
+// let a tick run twice; a clock stepped forward makes claims late (a tick
+// is skipped), never doubled. A claim taken back after a late answer may
+// have turned others away meanwhile, leaving the tick unrun: at most once.
+//
+// Eviction: memcached may drop a record before its expiry (memory pressure
+// without -M, a restart, flush_all). A claim it dropped is forgotten: a
+// node that claims the same tick afterwards, still in time, runs it again.
+// cronlock's once-per-tick holds on memcached only while memcached keeps
+// its claims — give it the memory, or -M, or a memcached of its own.
 //
 // # Not offered
 //
 // Fair queueing (WithFair), release notifications between processes,
 // Scan and Records.Scan (memcached cannot list its keys), semaphores and
 // read-write locks: core says core.ErrUnsupported, and adapters that need
-// them refuse at start-up. Records and claims (core.CapClaims, which
-// cronlock needs) are not offered either: a claim must be judged late by
-// the store's clock in the same atomic step as its write, and memcached
-// has no command that reads its clock together with an add (its clock is
-// seen only in stats, in whole seconds, in a separate round trip), so a
-// claim would be judged by the client's clock. Evict is not offered, and
-// neither is core.WithReplicaAck (memcached does not replicate).
+// them refuse at start-up. Evict is not offered, and neither is
+// core.WithReplicaAck (memcached does not replicate).
 //
 // gomemcache takes no context: a call is bounded by the memcache.Client's
 // Timeout (default 500 ms), and a context is checked between round trips

@@ -1,7 +1,8 @@
 // Package zklock runs latchkey's lock on ZooKeeper — the seeds' recipe of
 // ephemeral sequential znodes — for a service that has a ZooKeeper
 // ensemble and no Redis. New returns a *core.Client: Lock, TryLock, Do,
-// WithFair, Campaign, Observe, LockAll and Inspect work as on Redis.
+// WithFair, Campaign, Observe, LockAll, Inspect and Records work as on
+// Redis, and cronlock runs on it (see "Records and claims" for its clock).
 //
 //	conn, _, err := zk.Connect(servers, 30*time.Second)
 //	…
@@ -90,16 +91,70 @@
 //     than the server's expiry; Lost closes, and the next node's watcher
 //     hands the key on.
 //
-// Clocks: the session's expiry is judged by the server; the TTL of an
-// unrenewed lease by the holder's own clock (it only shortens what the
+// Clocks: the session's expiry is judged by the server; records by the
+// leader's stamps (see Records and claims); the TTL of an unrenewed lease
+// by the holder's own clock (it only shortens what the
 // session allows). The assumptions are those of every lease: clocks run at
 // about the same rate (the drift margin), and a process paused longer than
 // its TTL learns of the loss when it resumes — use the fence.
 //
+// # Records and claims
+//
+// Client.Records (core.CapClaims), and so cronlock, work on ZooKeeper. A
+// record is a persistent znode under <root>/.records (lock nodes never
+// begin with '.', so the two never meet), named after the record as a
+// lock node is, holding the value, its TTL and, for a claim, its
+// deadline. Persistent: a claim outlives the session, and the node, that
+// wrote it.
+//
+// The clock is the time ZooKeeper stamps on writes. The leader stamps
+// every transaction it proposes with its wall clock, and every server
+// stores that stamp as the znode's mtime (ctime at its creation): one
+// clock for the ensemble, the leader's, read in the same atomic step as
+// the write. A record lives until its write's mtime plus its TTL (a
+// claim: or until just past its deadline, whichever is later). To know
+// the time now, a record call writes: it rewrites the data of
+// <root>/.records and reads the mtime of that write. So:
+//
+//   - Claim creates the znode (create fails if it exists) in a
+//     transaction that also returns the write's stamp. On an existing
+//     znode it reads the record and the time; a live record is a claim
+//     taken; an expired one is rewritten, conditional on the version judged
+//     expired.
+//   - ClaimWithin judges the claim by the stamp of its own write: stamped
+//     after planned + window, the record is void — read as no record by
+//     everyone — and is deleted, and the answer is late. A claim in time
+//     lives until just past the deadline at least, so every claim stamped
+//     by then finds it, and any later write is stamped later: one claim
+//     per tick succeeds, however long a request was delayed on the way.
+//   - Get reads the record and the time (a read costs a write); Set writes
+//     unconditionally; SetIfNewer rewrites conditional on the version read.
+//   - Deletions — of a void claim, and by the sweep that each Client runs
+//     at its first record write after a minute, removing the expired
+//     records (it lists them at once, and looks at 1000 at most) — bump a generation znode, <root>/.records/.gen, and every
+//     conditional rewrite checks it in the same transaction: a znode
+//     deleted and made again starts at version 0 again, and the check
+//     keeps a version read before from naming the new one.
+//
+// The assumption is that the stamps do not go backwards. Within one
+// leader they follow its wall clock: keep it synchronized (NTP slewing,
+// not stepping). A new leader stamps with its own clock: if it is behind
+// the old one's by Δ, records live Δ longer — safe — unless Δ exceeds a
+// claim's lifetime past its deadline (for cronlock, the tick interval), in
+// which case a claim that expired under the old leader's clock can be
+// replaced by a write the new one stamps before the deadline, and the tick
+// runs twice. A new leader's clock ahead by Δ shortens every record by Δ
+// (a record set for a TTL may be gone early), and may make claims late (a
+// tick is skipped), never doubled. Keep the ensemble's clocks within a
+// tick interval of each other; within seconds is usual.
+//
+// Costs: a claim on a free key is a read and a write (two ops in one
+// transaction); on a taken key a read, a write and a read; Get a read and
+// a write. Records are not listed (Records.Scan): see below.
+//
 // # Not offered
 //
-// Records and claims (Client.Records, cronlock): ZooKeeper has no clock a
-// client can read in the same step as a write. Listing (Client.Scan):
+// Listing (Client.Scan, Records.Scan):
 // ZooKeeper lists children all at once, so memory would grow with the
 // number of keys. Semaphores and read-write locks (core does not offer them
 // to backends of New yet). Core says ErrUnsupported for each.
