@@ -114,7 +114,7 @@
 // the write. A record lives until its write's mtime plus its TTL (a
 // claim: or until just past its deadline, whichever is later). To know
 // the time now, a record call writes: it rewrites the data of
-// <root>/.records and reads the mtime of that write. So:
+// <root>/.records/.clock and reads the mtime of that write. So:
 //
 //   - Claim creates the znode (create fails if it exists) in a
 //     transaction that also returns the write's stamp. On an existing

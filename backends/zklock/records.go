@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,13 +20,15 @@ import (
 // stamps on writes. See the package documentation, "Records and claims".
 
 const (
-	// recordsDir is the records' znode under the root; its data is
-	// rewritten to read the server's clock (now).
+	// recordsDir is the records' znode under the root.
 	recordsDir = "/.records"
 	// genNode, under recordsDir, is bumped by every deletion of a record,
 	// and checked by every conditional rewrite of one (see replace). A
 	// record's name never begins with '.'.
 	genNode = ".gen"
+	// clockNode, under recordsDir, has its data rewritten to read the
+	// server's clock (now).
+	clockNode = ".clock"
 	// recordAttempts bounds the rounds of a record call that lost a race.
 	recordAttempts = 16
 	// sweepEvery is how often a backend deletes the expired records (at
@@ -115,6 +118,7 @@ type recState struct {
 
 func (b *backend) recordsPath() string { return b.root + recordsDir }
 func (b *backend) genPath() string     { return b.root + recordsDir + "/" + genNode }
+func (b *backend) clockPath() string   { return b.root + recordsDir + "/" + clockNode }
 func (b *backend) recordPath(key string) string {
 	return escapedPath(b.recordsPath(), key)
 }
@@ -139,18 +143,27 @@ func (b *backend) ensureRecords(ctx context.Context) error {
 	if err := mk(b.recordsPath()); err != nil {
 		return err
 	}
+	if err := mk(b.clockPath()); err != nil {
+		return err
+	}
 	return mk(b.genPath())
 }
 
 // now returns the server's clock (unix ms): the mtime a write to the
-// records' znode is stamped with, by the leader that orders it.
+// clock znode is stamped with, by the leader that orders it.
 func (b *backend) now(ctx context.Context) (int64, error) {
-	for range 2 {
-		st, err := call(ctx, func() (*zk.Stat, error) { return b.conn.Set(b.recordsPath(), nil, -1) })
-		if errors.Is(err, zk.ErrNoNode) {
+	for range 3 {
+		st, err := call(ctx, func() (*zk.Stat, error) { return b.conn.Set(b.clockPath(), nil, -1) })
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
 			if err := b.ensureRecords(ctx); err != nil {
 				return 0, err
 			}
+			continue
+		case errors.Is(err, zk.ErrBadVersion):
+			// Its version reached the int32 limit (servers refuse to go
+			// past it): start it again.
+			_, _ = call(ctx, func() (struct{}, error) { return struct{}{}, b.conn.Delete(b.clockPath(), -1) })
 			continue
 		}
 		if err != nil {
@@ -462,7 +475,7 @@ func (b *backend) sweep(ctx context.Context) {
 		if i == sweepMax || ctx.Err() != nil {
 			return
 		}
-		if name == genNode {
+		if strings.HasPrefix(name, ".") { // the generation and the clock
 			continue
 		}
 		path := b.recordsPath() + "/" + name
