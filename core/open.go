@@ -217,6 +217,10 @@ type RecordStore interface {
 	// past planned+window; else it stores value for ttl or until just past
 	// planned+window by the store's clock, whichever ends later, and
 	// returns Claimed — all in one atomic step.
+	// A store without a clock may judge by the claimer's clock read after
+	// the store answered, if it keeps the claim past planned+window by a
+	// bound on the claimers' clock skew and takes back a claim found late
+	// (etcdlock, memcachelock).
 	ClaimRecordWithin(ctx context.Context, key, value string, ttl time.Duration, planned time.Time, window time.Duration) (ClaimVerdict, error)
 	// SetRecordIfNewer is Records.SetIfNewer: store unless key holds a
 	// record stored with a greater order.

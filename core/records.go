@@ -101,7 +101,10 @@ func (r *Records) Claim(ctx context.Context, key, value string, ttl time.Duratio
 // stores value and returns Claimed. The clock is the store's, never the
 // caller's: Redis TIME inside the claim script (on Redlock each node judges
 // by its own TIME, and a claim needs a majority of nodes, as Claim does),
-// the local clock in memory.
+// the local clock in memory. (A store with no clock a write can be judged
+// by — etcd, memcached — judges by the claimer's clock instead, read after
+// the store answered, and keeps each claim a declared clock skew past
+// planned + window: see those backends' documentation.)
 //
 // A claim lives for ttl or until planned + window by the store's clock,
 // whichever ends later. So every claim of key that arrives by planned +
