@@ -34,7 +34,11 @@ func New(cli *clientv3.Client, opts ...Option) (*core.Client, error) {
 	if cfg.err != nil {
 		return nil, cfg.err
 	}
-	b := &backend{
+	return core.New(newBackend(cli, cfg), cfg.core...)
+}
+
+func newBackend(cli *clientv3.Client, cfg config) *backend {
+	return &backend{
 		kv:      cli.KV,
 		lease:   cli.Lease,
 		watcher: cli.Watcher,
@@ -42,8 +46,8 @@ func New(cli *clientv3.Client, opts ...Option) (*core.Client, error) {
 		notify:  cfg.notify,
 		rec:     recordConfig{skew: cfg.skew, clock: cfg.clock},
 		subs:    map[string]*sub{},
+		queued:  map[string]map[string]local{},
 	}
-	return core.New(b, cfg.core...)
 }
 
 // sep ends the token in a key's value: the value is token|metadata, and a
@@ -69,6 +73,7 @@ type backend struct {
 
 	mu     sync.Mutex
 	subs   map[string]*sub
+	queued map[string]map[string]local // key → token → this process's queue entries
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -80,7 +85,7 @@ var (
 )
 
 func (b *backend) Capabilities() core.Capability {
-	caps := core.CapReplicaAck | core.CapList | core.CapClaims
+	caps := core.CapFair | core.CapReplicaAck | core.CapList | core.CapClaims
 	if b.notify {
 		caps |= core.CapNotify
 	}
@@ -130,14 +135,22 @@ func (b *backend) revoke(ctx context.Context, id int64) {
 }
 
 // Acquire grants an etcd lease of the TTL rounded up to whole seconds and
-// creates the key on it if the key does not exist (its create revision is
-// the fence). A key held by req.Token is re-entered (reenter); one held by
-// another token is contention. The granted lease is revoked unless the key
-// ends up on it — also when the answer was lost, so that a creation that
-// did happen is undone.
+// creates the key on it if the key does not exist and nobody queues for
+// it (its create revision is the fence). A key held by req.Token is
+// re-entered (reenter); one held by another token, or free with waiters
+// queued ahead, is contention — a fair caller with Enqueue then queues
+// (enqueue), and the head of the queue takes a free key (take). The
+// granted lease is revoked unless the key ends up on it — also when the
+// answer was lost, so that a creation that did happen is undone.
 func (b *backend) Acquire(ctx context.Context, req core.AcquireRequest) (core.AcquireResult, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
+	if _, ok := b.isLocal(req.Key, req.Token); ok && req.Fair {
+		r, ok, err := b.stillQueued(ctx, req)
+		if ok || err != nil {
+			return r, err
+		}
+	}
 	val := req.Token + sep + req.Metadata
 	g, err := b.lease.Grant(ctx, ttlSeconds(req.TTL))
 	if err != nil {
@@ -149,11 +162,12 @@ func (b *backend) Acquire(ctx context.Context, req core.AcquireRequest) (core.Ac
 			b.revoke(ctx, int64(g.ID))
 		}
 	}()
+	q := entryKey(req.Key, req.Token)
 	for range maxAttempts {
 		resp, err := b.kv.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(req.Key), "=", 0)).
+			If(clientv3.Compare(clientv3.CreateRevision(req.Key), "=", 0), noQueue(req.Key)).
 			Then(clientv3.OpPut(req.Key, val, clientv3.WithLease(g.ID))).
-			Else(clientv3.OpGet(req.Key)).
+			Else(clientv3.OpGet(req.Key), headOp(req.Key), clientv3.OpGet(q)).
 			Commit()
 		if err != nil {
 			return core.AcquireResult{}, err
@@ -163,22 +177,48 @@ func (b *backend) Acquire(ctx context.Context, req core.AcquireRequest) (core.Ac
 			// The revision of this transaction is the key's create revision.
 			return core.AcquireResult{Acquired: true, Fence: resp.Header.Revision}, nil
 		}
-		kv := firstKV(resp)
-		if kv == nil {
-			continue
+		kv, _ := rangeKV(resp, 0)
+		head, _ := rangeKV(resp, 1)
+		mine, _ := rangeKV(resp, 2)
+		switch {
+		case kv != nil && tokenOf(kv.Value) == req.Token:
+			moved, err := b.reenter(ctx, req.Key, kv, val, g)
+			if errors.Is(err, errChanged) {
+				continue
+			}
+			if err != nil {
+				return core.AcquireResult{}, err
+			}
+			keep = moved
+			if mine != nil { // it holds the key: it waits no more
+				b.leave(ctx, req.Key, req.Token)
+			}
+			return core.AcquireResult{Acquired: true, Fence: kv.CreateRevision}, nil
+		case kv == nil && head == nil:
+			continue // released meanwhile
+		case kv == nil && req.Fair && mine != nil && head.CreateRevision == mine.CreateRevision:
+			fence, err := b.take(ctx, req, mine, g.ID)
+			if errors.Is(err, errChanged) {
+				continue
+			}
+			if err != nil {
+				return core.AcquireResult{}, err
+			}
+			keep = true
+			return core.AcquireResult{Acquired: true, Fence: fence}, nil
 		}
-		if tokenOf(kv.Value) != req.Token {
-			return core.AcquireResult{HolderTTL: b.holderTTL(ctx, kv.Lease)}, nil
+		// Held by another token, or free with older waiters queued.
+		holder := time.Duration(-1)
+		if kv != nil {
+			holder = b.holderTTL(ctx, kv.Lease)
 		}
-		moved, err := b.reenter(ctx, req.Key, kv, val, g)
-		if errors.Is(err, errChanged) {
-			continue
+		if req.Fair && req.Enqueue {
+			if err := b.enqueue(ctx, req, mine); err != nil {
+				return core.AcquireResult{}, err
+			}
+			return core.AcquireResult{Queued: true, HolderTTL: holder}, nil
 		}
-		if err != nil {
-			return core.AcquireResult{}, err
-		}
-		keep = moved
-		return core.AcquireResult{Acquired: true, Fence: kv.CreateRevision}, nil
+		return core.AcquireResult{HolderTTL: holder}, nil
 	}
 	return core.AcquireResult{}, errBusy
 }
@@ -305,18 +345,25 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 
 // Release deletes key if token holds it (compare on the value; when the
 // lease carries metadata, on the revision read), then revokes its etcd
-// lease, which no key uses any more.
+// lease, which no key uses any more. In the same step it deletes token's
+// queue entry, if any (a waiter that gives up), and then revokes the
+// entry's etcd lease.
 func (b *backend) Release(ctx context.Context, key, token string) (bool, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
+	b.dropLocal(key, token)
 	cmp := clientv3.Compare(clientv3.Value(key), "=", token+sep)
+	leave := clientv3.OpDelete(entryKey(key, token), clientv3.WithPrevKV())
 	for range maxAttempts {
 		resp, err := b.kv.Txn(ctx).If(cmp).
-			Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).
-			Else(clientv3.OpGet(key)).
+			Then(clientv3.OpDelete(key, clientv3.WithPrevKV()), leave).
+			Else(clientv3.OpGet(key), leave).
 			Commit()
 		if err != nil {
 			return false, err
+		}
+		if d := resp.Responses[1].GetResponseDeleteRange(); d != nil && len(d.PrevKvs) > 0 && d.PrevKvs[0].Lease != 0 {
+			b.revoke(ctx, d.PrevKvs[0].Lease)
 		}
 		if resp.Succeeded {
 			if d := resp.Responses[0].GetResponseDeleteRange(); d != nil && len(d.PrevKvs) > 0 && d.PrevKvs[0].Lease != 0 {
@@ -333,29 +380,34 @@ func (b *backend) Release(ctx context.Context, key, token string) (bool, error) 
 	return false, errBusy
 }
 
-// Inspect reads key and its lease's remaining time (whole seconds, rounded
-// down). A free key's Fence is the store's current revision: at least every
-// fence given out for the key, and below the next one.
+// Inspect reads key, the length and head of its queue, and its lease's
+// remaining time (whole seconds, rounded down). A free key's Fence is the
+// store's current revision: at least every fence given out for the key,
+// and below the next one. OldestWait is counted from the time the head
+// queued by its own clock.
 func (b *backend) Inspect(ctx context.Context, key string) (core.Info, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	resp, err := b.kv.Get(ctx, key)
+	resp, err := b.kv.Txn(ctx).Then(clientv3.OpGet(key), headOp(key)).Commit()
 	if err != nil {
 		return core.Info{}, err
 	}
-	if len(resp.Kvs) == 0 {
-		return core.Info{Fence: resp.Header.Revision}, nil
+	kv, _ := rangeKV(resp, 0)
+	info := core.Info{Fence: resp.Header.Revision}
+	info.Waiters, info.OldestWait = waiters(rangeKV(resp, 1))
+	if kv == nil {
+		return info, nil
 	}
-	kv := resp.Kvs[0]
 	tok, meta, _ := strings.Cut(string(kv.Value), sep)
-	info := core.Info{Held: true, Token: tok, Metadata: meta, Fence: kv.CreateRevision}
+	info.Held, info.Token, info.Metadata, info.Fence = true, tok, meta, kv.CreateRevision
 	if kv.Lease != 0 {
 		r, err := b.lease.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
 		if err != nil {
 			return core.Info{}, err
 		}
 		if r.TTL < 0 { // expired: etcd is deleting the key
-			return core.Info{Fence: kv.CreateRevision}, nil
+			info.Held, info.Token, info.Metadata = false, "", ""
+			return info, nil
 		}
 		info.TTL = time.Duration(r.TTL) * time.Second
 	}

@@ -35,7 +35,7 @@ func TestConformance(t *testing.T) {
 
 func TestCapabilities(t *testing.T) {
 	cli := newCli(t, "127.0.0.1:1") // never dialled: New makes no call
-	want := core.CapNotify | core.CapReplicaAck | core.CapList | core.CapClaims
+	want := core.CapFair | core.CapNotify | core.CapReplicaAck | core.CapList | core.CapClaims
 	if got := newClient(t, cli).Capabilities(); got != want {
 		t.Fatalf("Capabilities: %s, want %s", got, want)
 	}
@@ -66,7 +66,10 @@ func TestOptions(t *testing.T) {
 }
 
 // A release in another process wakes a waiter at once: with a minute-long
-// lease and a retry budget of 2, only the watch gets the waiter in.
+// lease, only the watch gets the waiter in before a fair waiter's
+// fallback poll (0.8 s to 1 s after it queued, at 50 ms: core's
+// starvation guard queues it), and within three attempts (the first, the
+// one that queues, the one the release wakes).
 func TestNotifyWakesOtherProcess(t *testing.T) {
 	ep := startEtcd(t)
 	a, b := newClient(t, newCli(t, ep)), newClient(t, newCli(t, ep))
@@ -77,7 +80,7 @@ func TestNotifyWakesOtherProcess(t *testing.T) {
 	}
 	got := make(chan error, 1)
 	go func() {
-		l, err := b.Lock(ctx, "notify", core.WithRetryBudget(2), core.WithWaitTimeout(20*time.Second))
+		l, err := b.Lock(ctx, "notify", core.WithRetryBudget(3), core.WithWaitTimeout(800*time.Millisecond))
 		if err == nil {
 			err = l.Release(ctx)
 		}
@@ -92,8 +95,10 @@ func TestNotifyWakesOtherProcess(t *testing.T) {
 	}
 }
 
-// An expiry wakes a waiter too: etcd deletes the key when its lease runs
-// out, and the watch delivers the deletion.
+// An expiry passes the key on too: etcd deletes the key when its lease
+// runs out, and the watch delivers the deletion. (The waiter queues after
+// 50 ms and may poll once or twice meanwhile; that the expiry itself
+// wakes the head is TestExpiryWakesHead.)
 func TestNotifyOnExpiry(t *testing.T) {
 	ep := startEtcd(t)
 	a, b := newClient(t, newCli(t, ep)), newClient(t, newCli(t, ep))
@@ -102,7 +107,7 @@ func TestNotifyOnExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := b.Lock(ctx, "expiry", core.WithRetryBudget(3), core.WithWaitTimeout(10*time.Second))
+	l, err := b.Lock(ctx, "expiry", core.WithRetryBudget(6), core.WithWaitTimeout(10*time.Second))
 	if err != nil {
 		t.Fatalf("the waiter was not woken by the expiry: %v", err)
 	}

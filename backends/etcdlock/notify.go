@@ -18,14 +18,71 @@ type sub struct {
 	done   chan struct{} // closed when the goroutine has returned
 	prev   *sub          // the previous watch of the key, still ending
 	gone   bool          // Unsubscribe was called (guarded by backend.mu)
+	poke   chan struct{} // this process's queue of the key changed
+}
+
+// kick asks s's goroutine to read its target again.
+func (s *sub) kick() {
+	select {
+	case s.poke <- struct{}{}:
+	default: // already asked
+	}
+}
+
+// A target is what a subscription watches: the deletions of one etcd key
+// from a revision on.
+//
+//   - With no waiter of this process in the key's queue: the lease's key;
+//     a deletion (a release, an expiry) wakes one waiter (deliver("")).
+//   - With one whose entry is the queue's head: the lease's key; a
+//     deletion hands the key to that waiter (deliver(token)).
+//   - Otherwise: the entry just ahead of this process's first; its
+//     deletion (that waiter took the key, gave up or died) wakes nobody,
+//     and the target is read again.
+//
+// So a release wakes the head's process only, and the head only.
+type target struct {
+	key   string
+	rev   int64
+	grant string // the head of the queue, of this process ("": none)
+	pred  bool   // key is a queue entry
+	now   bool   // the lease's key was free when read: deliver(grant) at once
+}
+
+// target reads what key's subscription watches now.
+func (b *backend) target(ctx context.Context, key string) (target, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	tok, rev, queued := b.firstLocal(key)
+	if !queued {
+		resp, err := b.kv.Get(ctx, key, clientv3.WithCountOnly())
+		if err != nil {
+			return target{}, err
+		}
+		return target{key: key, rev: resp.Header.Revision + 1}, nil
+	}
+	resp, err := b.kv.Txn(ctx).Then(
+		clientv3.OpGet(key, clientv3.WithCountOnly()),
+		clientv3.OpGet(queuePrefix(key), append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1), clientv3.WithKeysOnly())...),
+	).Commit()
+	if err != nil {
+		return target{}, err
+	}
+	next := resp.Header.Revision + 1
+	if pred, _ := rangeKV(resp, 1); pred != nil {
+		return target{key: string(pred.Key), rev: next, pred: true}, nil
+	}
+	_, held := rangeKV(resp, 0)
+	return target{key: key, rev: next, grant: tok, now: held == 0}, nil
 }
 
 // Subscribe watches key from the revision after the current one, so every
 // deletion that happens after Subscribe returns — a release, or etcd
 // deleting the key when its lease expired — is delivered, even if the
-// watch is set up later. The watch requires a leader: a member cut off from
-// the cluster ends it, and it is set up again (from the last revision
-// seen).
+// watch is set up later. With waiters of this process queued, the watch
+// follows the queue (see target). The watch requires a leader: a member
+// cut off from the cluster ends it, and it is set up again (from the last
+// revision seen).
 func (b *backend) Subscribe(ctx context.Context, key string, deliver func(string)) error {
 	if !b.notify {
 		return errors.New("etcdlock: notifications are off (WithNotify(false))")
@@ -46,10 +103,13 @@ func (b *backend) Subscribe(ctx context.Context, key string, deliver func(string
 		prev.cancel() // replaced: the new watch starts once it has ended
 	}
 	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
-	s := &sub{cancel: stop, done: make(chan struct{}), prev: prev}
+	s := &sub{cancel: stop, done: make(chan struct{}), prev: prev, poke: make(chan struct{}, 1)}
+	if len(b.queued[key]) > 0 {
+		s.kick() // read the queue first thing
+	}
 	b.subs[key] = s
 	b.wg.Add(1)
-	go b.watch(wctx, s, key, resp.Header.Revision+1, deliver)
+	go b.watch(wctx, s, key, target{key: key, rev: resp.Header.Revision + 1}, deliver)
 	return nil
 }
 
@@ -70,10 +130,11 @@ const (
 	rewatchMax   = 2 * time.Second
 )
 
-// watch delivers key's deletions from revision rev until ctx ends. A new
+// watch follows key's target t until ctx ends, reading the target again
+// when this process's queue changes or the entry watched goes. A new
 // watch of the same key waits for the previous one to end first, so
 // deliveries for one key never overlap.
-func (b *backend) watch(ctx context.Context, s *sub, key string, rev int64, deliver func(string)) {
+func (b *backend) watch(ctx context.Context, s *sub, key string, t target, deliver func(string)) {
 	defer b.wg.Done()
 	defer func() {
 		close(s.done)
@@ -93,41 +154,92 @@ func (b *backend) watch(ctx context.Context, s *sub, key string, rev int64, deli
 	}
 	backoff := rewatchFirst
 	for ctx.Err() == nil {
-		opts := []clientv3.OpOption{clientv3.WithFilterPut()}
-		if rev > 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		for resp := range b.watcher.Watch(ctx, key, opts...) {
-			if resp.CompactRevision != 0 {
-				rev = 0 // deletions were compacted away: from now on
-			}
-			if resp.Err() != nil {
-				continue // the channel closes next
-			}
-			backoff = rewatchFirst
-			for _, ev := range resp.Events {
-				if ev.Type == mvccpb.DELETE {
-					deliver("")
+		select {
+		case <-s.poke:
+			nt, err := b.target(ctx, key)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
 				}
-				if rev != 0 {
-					rev = ev.Kv.ModRevision + 1
-				}
+				s.kick() // try again after the pause
+				b.pause(ctx, &backoff)
+				continue
 			}
+			t = nt
+		default:
 		}
+		if t.now {
+			deliver(t.grant)
+			t.now = false
+		}
+		ended := b.follow(ctx, s, &t, deliver)
 		if ctx.Err() != nil {
 			return
+		}
+		if !ended {
+			backoff = rewatchFirst
+			continue // poked, or the entry ahead went: read the target again
 		}
 		// The watch ended (no leader, compaction): a deletion may have been
 		// missed. Waiters ask again; the watch resumes after a pause.
 		deliver("")
-		t := time.NewTimer(backoff)
+		b.pause(ctx, &backoff)
+	}
+}
+
+// pause sleeps for *backoff, or until ctx ends, and doubles it.
+func (b *backend) pause(ctx context.Context, backoff *time.Duration) {
+	t := time.NewTimer(*backoff)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+	case <-t.C:
+	}
+	*backoff = min(2**backoff, rewatchMax)
+}
+
+// follow watches t until a poke or a deletion of the entry ahead (ended
+// false; s.poke is set so the target is read again), the end of ctx, or
+// the end of the watch (ended true, t.rev is where to resume).
+func (b *backend) follow(ctx context.Context, s *sub, t *target, deliver func(string)) (ended bool) {
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	opts := []clientv3.OpOption{clientv3.WithFilterPut()}
+	if t.rev > 0 {
+		opts = append(opts, clientv3.WithRev(t.rev))
+	}
+	wch := b.watcher.Watch(wctx, t.key, opts...)
+	for {
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
+			return false
+		case <-s.poke:
+			s.kick()
+			return false
+		case resp, ok := <-wch:
+			if !ok {
+				return true
+			}
+			if resp.CompactRevision != 0 {
+				t.rev = 0 // deletions were compacted away: from now on
+			}
+			if resp.Err() != nil {
+				continue // the channel closes next
+			}
+			for _, ev := range resp.Events {
+				if t.rev != 0 {
+					t.rev = ev.Kv.ModRevision + 1
+				}
+				if ev.Type != mvccpb.DELETE {
+					continue
+				}
+				if t.pred {
+					s.kick()
+					return false
+				}
+				deliver(t.grant)
+			}
 		}
-		backoff = min(2*backoff, rewatchMax)
 	}
 }
 
@@ -152,6 +264,9 @@ func (b *backend) ListLeases(ctx context.Context, prefix string, fn func(string)
 		for _, kv := range resp.Kvs {
 			if !strings.HasPrefix(string(kv.Key), prefix) {
 				return nil
+			}
+			if strings.HasPrefix(string(kv.Key), queueRoot) {
+				continue // a queue entry, not a lease
 			}
 			if !fn(string(kv.Key)) {
 				return nil
