@@ -145,11 +145,13 @@ func (b *backend) revoke(ctx context.Context, id int64) {
 func (b *backend) Acquire(ctx context.Context, req core.AcquireRequest) (core.AcquireResult, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
+	var turn *mvccpb.KeyValue
 	if _, ok := b.isLocal(req.Key, req.Token); ok && req.Fair {
-		r, ok, err := b.stillQueued(ctx, req)
+		r, t, ok, err := b.stillQueued(ctx, req)
 		if ok || err != nil {
 			return r, err
 		}
+		turn = t
 	}
 	val := req.Token + sep + req.Metadata
 	g, err := b.lease.Grant(ctx, ttlSeconds(req.TTL))
@@ -162,6 +164,16 @@ func (b *backend) Acquire(ctx context.Context, req core.AcquireRequest) (core.Ac
 			b.revoke(ctx, int64(g.ID))
 		}
 	}()
+	if turn != nil { // its turn: take the key at once
+		fence, err := b.take(ctx, req, turn, g.ID)
+		switch {
+		case err == nil:
+			keep = true
+			return core.AcquireResult{Acquired: true, Fence: fence}, nil
+		case !errors.Is(err, errChanged):
+			return core.AcquireResult{}, err
+		}
+	}
 	q := entryKey(req.Key, req.Token)
 	for range maxAttempts {
 		resp, err := b.kv.Txn(ctx).

@@ -181,9 +181,13 @@ func (b *backend) watch(ctx context.Context, s *sub, key string, t target, deliv
 			continue // poked, or the entry ahead went: read the target again
 		}
 		// The watch ended (no leader, compaction): a deletion may have been
-		// missed. Waiters ask again; the watch resumes after a pause.
+		// missed. Waiters ask again; the watch resumes after a pause, and
+		// a queue's target is read again (the head's key may be free).
 		deliver("")
 		b.pause(ctx, &backoff)
+		if t.grant != "" || t.pred {
+			s.kick()
+		}
 	}
 }
 

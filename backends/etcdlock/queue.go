@@ -216,16 +216,17 @@ func (b *backend) take(ctx context.Context, req core.AcquireRequest, mine *mvccp
 // stillQueued serves a queued waiter of this process asking again: if it
 // still waits (the key is held, or an older entry is queued), its entry
 // is renewed and ok is true, in two requests (a read and a renewal).
-// Otherwise — its turn, a re-entry, an entry gone — ok is false and
-// Acquire decides.
-func (b *backend) stillQueued(ctx context.Context, req core.AcquireRequest) (core.AcquireResult, bool, error) {
+// Otherwise ok is false and Acquire decides: turn is the waiter's entry
+// when it heads the queue of a free key, nil for a re-entry or an entry
+// gone.
+func (b *backend) stillQueued(ctx context.Context, req core.AcquireRequest) (r core.AcquireResult, turn *mvccpb.KeyValue, ok bool, err error) {
 	resp, err := b.kv.Txn(ctx).Then(
 		clientv3.OpGet(req.Key),
 		headOp(req.Key),
 		clientv3.OpGet(entryKey(req.Key, req.Token)),
 	).Commit()
 	if err != nil {
-		return core.AcquireResult{}, false, err
+		return core.AcquireResult{}, nil, false, err
 	}
 	kv, _ := rangeKV(resp, 0)
 	head, _ := rangeKV(resp, 1)
@@ -233,28 +234,28 @@ func (b *backend) stillQueued(ctx context.Context, req core.AcquireRequest) (cor
 	switch {
 	case mine == nil: // expired: queue again
 		b.dropLocal(req.Key, req.Token)
-		return core.AcquireResult{}, false, nil
+		return core.AcquireResult{}, nil, false, nil
 	case kv == nil && head != nil && head.CreateRevision == mine.CreateRevision: // its turn
-		return core.AcquireResult{}, false, nil
+		return core.AcquireResult{}, mine, false, nil
 	case kv != nil && tokenOf(kv.Value) == req.Token: // re-entry
-		return core.AcquireResult{}, false, nil
+		return core.AcquireResult{}, nil, false, nil
 	}
 	_, err = b.lease.KeepAliveOnce(ctx, clientv3.LeaseID(mine.Lease))
 	switch {
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		b.dropLocal(req.Key, req.Token)
-		return core.AcquireResult{}, false, nil
+		return core.AcquireResult{}, nil, false, nil
 	case err != nil:
-		return core.AcquireResult{}, false, err
+		return core.AcquireResult{}, nil, false, err
 	}
 	b.setLocal(req.Key, req.Token, mine.CreateRevision)
-	r := core.AcquireResult{Queued: true, HolderTTL: -1}
+	r = core.AcquireResult{Queued: true, HolderTTL: -1}
 	if kv != nil && !b.notify {
 		// Polling: the holder's expiry bounds the sleep. With watches,
 		// an expiry wakes the head.
 		r.HolderTTL = b.holderTTL(ctx, kv.Lease)
 	}
-	return r, true, nil
+	return r, nil, true, nil
 }
 
 // leave deletes token's queue entry of key, if any, and revokes its etcd
