@@ -1,8 +1,8 @@
 // Package etcdlock runs latchkey's lock on etcd (v3 API), for a service
 // that has an etcd cluster and no Redis. New returns a *core.Client: Lock,
-// TryLock, Do, Campaign, Observe, LockAll, Inspect, Scan and Records work
-// as on Redis, and so do the adapters built on them: cronlock runs on it
-// (see "Records and claims" for its clock).
+// TryLock, Do, WithFair, Campaign, Observe, LockAll, Inspect, Scan and
+// Records work as on Redis, and so do the adapters built on them: cronlock
+// runs on it (see "Records and claims" for its clock).
 //
 //	cli, _ := clientv3.New(clientv3.Config{Endpoints: endpoints})
 //	defer cli.Close()
@@ -42,7 +42,51 @@
 //     it when the leader handles the renewal, after the request was sent.
 //     A longer TTL moves the key to a new lease, as a re-entry does.
 //   - Release deletes the key if its value is the token's (compare and
-//     delete), and revokes its etcd lease.
+//     delete), and revokes its etcd lease. In the same transaction it
+//     deletes the token's queue entry, if it has one (below).
+//
+// # Fair queueing
+//
+// A waiter that queues (core.WithFair, or a Lock that has waited 50 ms:
+// core's starvation guard) is one etcd key of its own, its entry,
+// "{queue}<n>:<lease key>/<token>" (n is the lease key's length, so no
+// key's queue contains another's; no lease key starts with a brace, so
+// Scan never lists an entry). The entry is attached to an etcd lease of 3
+// s (or etcd's minimum TTL, if larger) that the waiter renews each time it
+// asks again, at least every second; its create revision is its place.
+//
+//   - No acquisition creates the lease key while its queue has an entry:
+//     the creating transaction compares the whole queue's range too. So
+//     nobody barges in — not a TryLock, not a waiter that has not queued
+//     yet — and a free key with a queue is kept for the queue's head.
+//   - The head (no entry with a lower create revision) takes the free key
+//     on a fresh etcd lease, in one transaction that checks the key is
+//     free, its entry unchanged and no entry older, and deletes its
+//     entry. The fence is that transaction's revision, as for any
+//     acquisition: a release hands nothing over, so no lease is written
+//     for a waiter that may be gone, and the head's lease is one it
+//     granted itself (the Client believes it as any other).
+//   - Each process's watch of a key follows its queue, as etcd's own
+//     Mutex does (each waiter watches the key just ahead of it): with one
+//     of its waiters at the head, the lease key, whose deletion — a
+//     release, or an expiry — is delivered to that waiter by its token;
+//     with its first waiter further back, only the entry just ahead of
+//     it, whose deletion (that waiter took the key, gave up or died)
+//     moves the watch and wakes nobody; with no waiter queued, the lease
+//     key, as under Capabilities. So a release or an expiry wakes one
+//     waiter across all processes: the head.
+//   - A waiter that gives up leaves with Release of its token, which
+//     deletes its entry: the next one's process sees it and, if the key
+//     is free, wakes that waiter. A waiter that dies without leaving (its
+//     process or connection gone) stops renewing its entry, which etcd
+//     deletes within 3 s: no longer does it hold the key up.
+//   - A waiter asking again, still queued, costs a read and a keep-alive
+//     of its entry; queueing costs a grant and a transaction. Inspect
+//     reports Waiters (the entries) and OldestWait, from the time the
+//     head queued by the head's clock (stored in its entry).
+//
+// Fair order is the order in which the entries were created: a waiter
+// whose entry expired (it did not ask again for 3 s) queues again, last.
 //
 // A renewed lease that ends with a key deleted, taken by another token, or
 // an etcd lease etcd no longer knows is core.ErrNotHeld: the holder is told
@@ -84,9 +128,11 @@
 //
 // # Capabilities
 //
+//   - core.CapFair: fair queueing, above.
 //   - core.CapNotify: a key that has waiters in this process is watched
 //     from the revision after Subscribe's read, so every deletion after it
-//     — a release anywhere, or an expiry — wakes a waiter. The watch
+//     — a release anywhere, or an expiry — wakes a waiter (with waiters of
+//     this process queued, the watch follows the queue, above). The watch
 //     requires a leader; when it ends (a partitioned member, a compaction)
 //     the waiters are woken to ask again and the watch is set up again.
 //     WithNotify(false) turns watches off: waiters then poll with backoff,
@@ -105,11 +151,6 @@
 //
 // Not offered:
 //
-//   - core.CapFair: WithFair is core.ErrUnsupported, and waiters compete
-//     on every attempt (a release wakes one waiter per process). etcd's
-//     own Mutex queues waiters by the create revisions of one key per
-//     waiter, each watching its predecessor; that queue is not implemented
-//     here.
 //   - core.CapPrimitives (semaphores, read-write locks) and Evict.
 //
 // # Records and claims
@@ -155,7 +196,8 @@
 // Costs: on a free key TryLock is two raft writes (a grant and a
 // transaction) and Release two (a transaction and a revoke); a renewal is a
 // read, a keep-alive and a read. An attempt on a held key grants and
-// revokes a lease and reads the holder's time left.
+// revokes a lease and reads the holder's time left; queueing adds a grant
+// and a transaction, and each second in the queue a read and a keep-alive.
 //
 // New does not close the *clientv3.Client it was given; close the Client
 // first (its watches end with it), then the etcd client.

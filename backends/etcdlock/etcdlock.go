@@ -16,10 +16,10 @@ import (
 
 // New returns a core.Client whose leases live in etcd, reached through
 // cli: one key per lease, attached to an etcd lease of its own. The Client
-// declares core.CapNotify (unless WithNotify(false)), core.CapReplicaAck,
-// core.CapList and core.CapClaims (records and claims, which cronlock
-// needs; see the package documentation for their clock); it has no fair
-// queueing, semaphores or read-write locks. The error is core.ErrInvalidOption for a nil cli or a
+// declares core.CapFair (a key per queued waiter), core.CapNotify (unless
+// WithNotify(false)), core.CapReplicaAck, core.CapList and core.CapClaims
+// (records and claims, which cronlock needs; see the package documentation
+// for their clock); it has no semaphores or read-write locks. The error is core.ErrInvalidOption for a nil cli or a
 // bad option.
 //
 // New uses cli.KV, cli.Lease and cli.Watcher: a client whose three are
