@@ -100,6 +100,7 @@ type acquireResult struct {
 	fence     int64         // the lease's fence, when acquired
 	holderTTL time.Duration // the holder's remaining TTL, when held (<0: unknown)
 	queued    bool          // held, and the caller joined the fair queue (waiters queue already)
+	named     bool          // held, and the caller is queued under the Client's grant channel
 }
 
 // extendReq is one renewal in a batch; the backend fills the rest. An

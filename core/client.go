@@ -229,7 +229,11 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 		if s.retryBudget >= 0 && retries >= s.retryBudget {
 			return fail(fmt.Errorf("retry budget of %d exhausted", s.retryBudget))
 		}
-		if retries > 0 { // the first retry follows join at once
+		// The first retry follows join at once (a release may have come
+		// before the subscription), unless the attempt queued naming the
+		// grant channel: a grant then reaches this waiter whenever it came
+		// (the notifier keeps one that came before the waiter joined).
+		if retries > 0 || s.named {
 			d := fallbackDelay(holderTTL, queued)
 			if c.caps&CapNotify == 0 {
 				d = pollDelay(retries, holderTTL)
@@ -245,8 +249,10 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 				}
 			}
 			timer.Reset(d)
+			woken := false
 			select {
 			case <-w.wake:
+				woken = true
 			case <-timer.C:
 			case <-ctx.Done():
 				return fail(context.Cause(ctx))
@@ -257,6 +263,18 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 				select {
 				case <-timer.C:
 				default:
+				}
+			}
+			if !woken && queued && n.limit == 0 {
+				// A queued mutex waiter that heard nothing keeps its
+				// place with a short call, and attempts only when that
+				// says it could succeed (a lost notification, say).
+				if t, ok := c.be.(toucher); ok {
+					if ttl, try, err := t.touch(ctx, n, tok); err == nil && !try {
+						holderTTL = ttl
+						retries--
+						continue
+					}
 				}
 			}
 		}
@@ -280,6 +298,13 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 		holderTTL = ttl
 		queued = queued || s.fair // it joined waiters already queued
 	}
+}
+
+// A toucher is a backend whose queued mutex waiters keep their place with
+// a call cheaper than an attempt: touch returns the holder's remaining
+// time, or attempt true when an attempt could succeed now.
+type toucher interface {
+	touch(ctx context.Context, n names, token string) (holderTTL time.Duration, attempt bool, err error)
 }
 
 // starvationThreshold is how long a waiter of the default (unfair) mode
@@ -390,6 +415,7 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 		if r.queued { // it joined the waiters already queued: fair from now on
 			s.fair = true
 		}
+		s.named = r.named
 		return nil, r.holderTTL, nil
 	}
 	h := c.register(ctx, key, n, tok, r.fence, s, start)

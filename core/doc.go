@@ -35,9 +35,14 @@
 //     that renewal finds gone, or that reaches its deadline, is lost.
 //   - Waiting is push, not poll: the release script publishes on the key's
 //     channel, one subscription per Client serves all its waiters, and each
-//     release wakes one waiter of each Client. A waiter whose notification
-//     went missing retries no later than the holder's expiry, and at most a
-//     few seconds later. Every wait ends: with ctx, WithWaitTimeout or
+//     release wakes one waiter of each Client. While waiters queue (below),
+//     a release grants the key to the queue's head and tells only that
+//     waiter's Client, on a channel of its own: one handoff wakes one
+//     process, however many wait. A queued waiter that hears nothing keeps
+//     its place with a short call every second, which also finds a grant
+//     whose message was lost. A waiter whose notification went missing
+//     retries no later than the holder's expiry, and at most a few seconds
+//     later. Every wait ends: with ctx, WithWaitTimeout or
 //     WithRetryBudget. No waiter starves: a waiter that has waited 50 ms
 //     joins the key's fair queue (as WithFair waiters do from the start),
 //     and the key is then handed over in arrival order until the queue

@@ -26,3 +26,7 @@ func mustNew[T any](v T, err error) T {
 	}
 	return v
 }
+
+// QueueTouchHash is the SHA1 of the script a queued mutex waiter keeps its
+// place with.
+var QueueTouchHash = queueTouchScript.Hash()

@@ -2,8 +2,11 @@ package core
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,7 +23,45 @@ type notifier struct {
 	mu     sync.Mutex
 	chans  map[string]*channelState
 	closed bool
+
+	// grants, if set, is the channel on which this Client alone hears of
+	// grants to its queued waiters ("g:<token>|<lease channel>"); granted
+	// is set once its subscription is confirmed.
+	grants  string
+	granted atomic.Bool
+	gready  chan struct{} // closed when granted is set
+	gonce   sync.Once
+	// early holds grants that came before their waiter joined (it joins
+	// after its first attempt queued it), by "<lease channel>|<token>",
+	// with the time they came; join hands them over, sweep drops them
+	// after fairClaim, when the grant has expired anyway.
+	early map[string]time.Time
 }
+
+// grantChannel names the Client's grant channel, "<prefix>:grants:<id>"
+// with a random id, and returns it.
+func (n *notifier) grantChannel(prefix string) string {
+	var b [12]byte
+	_, _ = crand.Read(b[:])
+	n.grants = prefix + ":grants:" + hex.EncodeToString(b[:])
+	n.gready = make(chan struct{})
+	return n.grants
+}
+
+// awaitGrants waits, at most confirmWait, for the grant channel's
+// subscription to be confirmed.
+func (n *notifier) awaitGrants(ctx context.Context) {
+	t := time.NewTimer(confirmWait)
+	defer t.Stop()
+	select {
+	case <-n.gready:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// grantsReady reports whether grants on the grant channel are heard.
+func (n *notifier) grantsReady() bool { return n.granted.Load() }
 
 // subscriber is the part of a backend the notifier drives.
 type subscriber interface {
@@ -77,6 +118,12 @@ func (n *notifier) add(ctx context.Context, w *waiter) *waiter {
 		n.chans[channel] = cs
 	}
 	cs.waiters = append(cs.waiters, w)
+	if k := channel + "|" + w.token; w.token != "" && !w.watch && n.early != nil {
+		if _, ok := n.early[k]; ok {
+			delete(n.early, k)
+			w.wake <- struct{}{}
+		}
+	}
 	send := !cs.subscribed && !n.closed
 	cs.subscribed = true
 	ready := cs.ready
@@ -147,6 +194,11 @@ func (n *notifier) wakeNext(channel string) {
 
 // confirm records that notifications on channel flow.
 func (n *notifier) confirm(channel string) {
+	if channel == n.grants && channel != "" {
+		n.granted.Store(true)
+		n.gonce.Do(func() { close(n.gready) })
+		return
+	}
 	n.mu.Lock()
 	if cs := n.chans[channel]; cs != nil {
 		select {
@@ -173,6 +225,10 @@ const leaderPrefix = "l:"
 // last second is that release again, and dropped. So every release wakes a
 // waiter, and one release wakes one.
 func (n *notifier) deliver(channel, payload string) {
+	if channel == n.grants && channel != "" {
+		n.deliverGrant(payload)
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	cs := n.chans[channel]
@@ -191,15 +247,7 @@ func (n *notifier) deliver(channel, payload string) {
 		return
 	}
 	if tok, ok := strings.CutPrefix(payload, grantPrefix); ok {
-		for _, w := range cs.waiters {
-			if w.token == tok && !w.watch {
-				select {
-				case w.wake <- struct{}{}:
-				default:
-				}
-				return
-			}
-		}
+		cs.wakeToken(tok)
 		return
 	}
 	if payload == "r:" { // a single server's release: never a repeat
@@ -215,6 +263,45 @@ func (n *notifier) deliver(channel, payload string) {
 	cs.recent[cs.nextRecent], cs.recentAt[cs.nextRecent] = payload, now
 	cs.nextRecent = (cs.nextRecent + 1) % len(cs.recent)
 	cs.wakeOne()
+}
+
+// deliverGrant handles a message on the grant channel: "g:<token>|<lease
+// channel>" wakes that waiter, and nobody else.
+func (n *notifier) deliverGrant(payload string) {
+	tok, lease, ok := strings.Cut(strings.TrimPrefix(payload, grantPrefix), "|")
+	if !ok {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if cs := n.chans[lease]; cs != nil && cs.wakeToken(tok) {
+		return
+	}
+	// Its waiter has not joined yet (or has gone): keep it a moment.
+	if n.early == nil {
+		n.early = make(map[string]time.Time)
+	}
+	if len(n.early) < maxEarlyGrants {
+		n.early[lease+"|"+tok] = time.Now()
+	}
+}
+
+// maxEarlyGrants bounds the grants kept for waiters not yet joined.
+const maxEarlyGrants = 4096
+
+// wakeToken wakes the waiter (not an observer) whose token is tok, and
+// reports whether there was one.
+func (cs *channelState) wakeToken(tok string) bool {
+	for _, w := range cs.waiters {
+		if w.token == tok && !w.watch {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+			return true
+		}
+	}
+	return false
 }
 
 func (cs *channelState) wakeOne() {
@@ -242,6 +329,11 @@ func (n *notifier) sweep(now time.Time) {
 			if cs.subscribed {
 				drop = append(drop, ch)
 			}
+		}
+	}
+	for k, at := range n.early {
+		if now.Sub(at) >= fairClaim {
+			delete(n.early, k)
 		}
 	}
 	if len(drop) > 0 {

@@ -50,6 +50,7 @@ type settings struct {
 	kind        Kind // KindLeader for Campaign, else derived (kindOf)
 	token       string
 	fair        bool
+	named       bool          // the last attempt queued, naming the Client's grant channel (set by attempt)
 	margin      time.Duration // WithDriftMargin; -1: the default, per interval
 	err         error         // the first invalid option
 }
@@ -159,9 +160,10 @@ func WithMetadata(meta string) SharedOption {
 // WithFair serves waiters of a key in arrival order, like ZooKeeper's
 // sequential nodes (default off). Waiters queue in Redis under the key's
 // hash tag; a release grants the lease straight to the first live waiter —
-// a new fence, a short claim window — and wakes only that waiter, so a
-// handoff costs one notification, nobody arriving later can barge in, and
-// there is no thundering herd. A waiter that gives up leaves the queue; one
+// a new fence, a short claim window — and wakes only that waiter (the
+// message goes to its Client's own channel, not to every process
+// subscribed to the key), so a handoff costs one notification, nobody
+// arriving later can barge in, and there is no thundering herd. A waiter that gives up leaves the queue; one
 // that dies drops out when its entry expires (seconds), and a grant it does
 // not claim passes on. TryLock with WithFair takes the key only when it is
 // free and nobody queues. All lockers of a key should use it: a non-fair

@@ -57,6 +57,8 @@ var (
 	acquireAllLua string
 	//go:embed scripts/evict.lua
 	evictLua string
+	//go:embed scripts/queue_touch.lua
+	queueTouchLua string
 
 	// Each script is the shared helpers it uses followed by its body.
 	acquireScript      = redis.NewScript(libOwns + libFence + libQueue + acquireLua)
@@ -74,6 +76,7 @@ var (
 	rwUnlockScript     = redis.NewScript(libOwns + libQueue + rwUnlockLua)
 	acquireAllScript   = redis.NewScript(libFence + acquireAllLua)
 	evictScript        = redis.NewScript(libFence + evictLua)
+	queueTouchScript   = redis.NewScript(libOwns + libQueue + queueTouchLua)
 
 	// Arguments that never change, boxed once.
 	retentionArg any = fenceRetention.Milliseconds()
@@ -107,6 +110,7 @@ func NewRedis(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	rb := &redisBackend{rdb: rdb, ackN: c.cfg.ackN, ackTimeout: c.cfg.ackTimeout}
 	c.setBackend(rb, 2*time.Second, CapFair|CapNotify|CapReplicaAck|CapList|CapClaims|CapPrimitives)
 	rb.ps.init(rdb, c.nt)
+	rb.grants = c.nt.grantChannel(c.cfg.prefix)
 	return c, nil
 }
 
@@ -124,11 +128,47 @@ type redisBackend struct {
 	ps         redisPubSub
 	ackN       int // WithReplicaAck
 	ackTimeout time.Duration
+
+	// grants is the Client's own grant channel: a queued mutex waiter
+	// names it when it joins, and a release that grants it the key
+	// publishes there, reaching this process alone. The first join
+	// subscribes it (grantsOnce) and waits, at most confirmWait, for the
+	// subscription; joins name it once it is confirmed, and until then
+	// grants come on the lease's channel, as for a waiter that names none.
+	grants     string
+	grantsOnce sync.Once
+}
+
+// grantArg is the grant channel a joining waiter names: the Client's, once
+// its subscription flows, else the empty string.
+func (b *redisBackend) grantArg(ctx context.Context) string {
+	b.grantsOnce.Do(func() {
+		if b.ps.subscribe(ctx, b.grants) == nil {
+			b.ps.nt.awaitGrants(ctx)
+		}
+	})
+	if b.ps.nt.grantsReady() {
+		return b.grants
+	}
+	return ""
+}
+
+// touch is the periodic call of a queued mutex waiter that heard nothing:
+// it refreshes the waiter's queue entry in one short script and returns
+// the holder's remaining time, or attempt true if a full attempt could
+// succeed now (the key free or granted to token, or the entry gone).
+func (b *redisBackend) touch(ctx context.Context, n names, token string) (holderTTL time.Duration, attempt bool, err error) {
+	v, err := queueTouchScript.Run(ctx, b.rdb, []string{n.lease, n.queue, n.dues, n.since()}, token, entryTTLArg).Int64()
+	if err != nil || v < 0 {
+		return 0, true, err
+	}
+	return time.Duration(v) * time.Millisecond, false, nil
 }
 
 func (b *redisBackend) acquire(ctx context.Context, n names, token, value string, ttl time.Duration, fair, enqueue bool) (acquireResult, error) {
 	script, keys := acquireScript, []string{n.lease, n.fence}
 	args := []any{token, value, ttl.Milliseconds(), retentionArg}
+	ch := "" // the grant channel named, when joining a mutex queue
 	switch {
 	case n.limit > 0:
 		join := "0"
@@ -149,13 +189,14 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 	case fair:
 		join := "0"
 		if enqueue {
-			join = "1"
+			join, ch = "1", b.grantArg(ctx)
 		}
 		script, keys = acquireFairScript, []string{n.lease, n.fence, n.queue, n.dues, n.since()}
-		args = append(args, entryTTLArg, join)
+		args = append(args, entryTTLArg, join, ch)
 	case enqueue:
+		ch = b.grantArg(ctx)
 		keys = append(keys, n.queue, n.dues, n.since())
-		args = append(args, entryTTLArg)
+		args = append(args, entryTTLArg, ch)
 	}
 	if b.ackN > 0 {
 		return b.acquireAcked(ctx, n, token, script, keys, args)
@@ -164,7 +205,11 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 	if err != nil {
 		return acquireResult{}, err
 	}
-	return parseAcquire(v)
+	r, err := parseAcquire(v)
+	// A fair joiner is queued unless served; a default-mode one when the
+	// script says so.
+	r.named = err == nil && ch != "" && !r.acquired && (fair || r.queued)
+	return r, err
 }
 
 // acquireAcked runs the acquisition and WAIT in one pipeline on the key's

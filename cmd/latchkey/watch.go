@@ -69,7 +69,7 @@ func runWatch(ctx context.Context, e *env, _ []string) error {
 		})
 		return nil
 	}
-	if err := subscribe(rdb.PSubscribe(ctx, ops.NotificationPattern(e.prefix)), ops.ParseNotification); err != nil {
+	if err := subscribe(rdb.PSubscribe(ctx, ops.NotificationPatterns(e.prefix)...), ops.ParseNotification); err != nil {
 		return err
 	}
 	if keyspace {

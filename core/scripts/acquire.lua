@@ -8,7 +8,8 @@
 -- times (a waiting caller only)
 -- ARGV[1] token   ARGV[2] lease value (token, or token|metadata)
 -- ARGV[3] ttl ms  ARGV[4] fence counter retention ms
--- ARGV[5] queue entry ttl ms (a waiting caller only)
+-- ARGV[5] queue entry ttl ms, ARGV[6] the caller's grant channel or ''
+-- (a waiting caller only)
 -- Returns {1, fence} acquired, {2, fence} re-entered, {0, holder pttl ms}
 -- held, {3, holder pttl ms} held and queued.
 if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) then
@@ -25,7 +26,7 @@ if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   return {2, tonumber(f)}
 end
 if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
-  join_queue(KEYS[3], KEYS[4], KEYS[5], ARGV[1], now_ms(), tonumber(ARGV[5]))
+  join_queue(KEYS[3], KEYS[4], KEYS[5], ARGV[1], now_ms(), tonumber(ARGV[5]), ARGV[6])
   return {3, redis.call('PTTL', KEYS[1])}
 end
 return {0, redis.call('PTTL', KEYS[1])}

@@ -5,7 +5,10 @@ end
 
 -- A queue of waiters is a list of tokens in arrival order (q), their entry
 -- deadlines (qt, token -> ms, refreshed by every attempt) and the time each
--- joined (qs, a hash token -> ms, for operators).
+-- joined (qs, a hash token -> "ms" or "ms|channel", for operators; the
+-- channel, when given, is where a grant to that waiter is published: its
+-- Client's own, so that a grant reaches one process, not every process
+-- subscribed to the key).
 
 -- prune drops queue heads whose entry deadline has passed.
 local function prune(q, qt, now, qs)
@@ -28,11 +31,16 @@ local function leave_queue(q, qt, token, qs)
   end
 end
 
--- join_queue puts token at the queue's tail, or refreshes its entry.
-local function join_queue(q, qt, qs, token, now, entry)
+-- join_queue puts token at the queue's tail, or refreshes its entry; chan
+-- (nil or '' for none) is the waiter's grant channel.
+local function join_queue(q, qt, qs, token, now, entry, chan)
   if redis.call('ZADD', qt, now + entry, token) == 1 then
     redis.call('RPUSH', q, token)
-    redis.call('HSET', qs, token, now)
+    if chan and chan ~= '' then
+      redis.call('HSET', qs, token, now .. '|' .. chan)
+    else
+      redis.call('HSET', qs, token, now)
+    end
   end
   local keep = 2 * entry
   redis.call('PEXPIRE', q, keep)
@@ -47,7 +55,7 @@ local function queue_age(q, qt, qs, now)
     local dl = redis.call('ZSCORE', qt, t)
     if dl and tonumber(dl) >= now then
       local since = redis.call('HGET', qs, t)
-      if since then return math.max(0, now - tonumber(since)) end
+      if since then return math.max(0, now - tonumber(string.match(since, '^%d+'))) end
       return 0
     end
   end

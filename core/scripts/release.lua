@@ -1,6 +1,7 @@
 -- Delete a lease this token holds and hand the key on: to the first live
 -- fair waiter, if any queue (a grant: a new fence and a short claim window,
--- and a message naming the grantee), else to whoever comes first (a
+-- and a message naming the grantee, sent to its Client's grant channel if
+-- it gave one), else to whoever comes first (a
 -- message "r:<nonce>" that wakes one waiter per client). Redlock sends one
 -- nonce, unique to the release, to all its nodes, and the notifier drops
 -- its repeats; a single server sends "r:" alone, never dropped. A token that does not
@@ -14,20 +15,28 @@ if not owns(redis.call('GET', KEYS[1]), ARGV[1]) then
   leave_queue(KEYS[3], KEYS[4], ARGV[1], KEYS[5])
   return 0
 end
-redis.call('DEL', KEYS[1])
 if redis.call('EXISTS', KEYS[3]) == 1 then
   prune(KEYS[3], KEYS[4], now_ms(), KEYS[5])
   local head = redis.call('LPOP', KEYS[3])
   if head then
     redis.call('ZREM', KEYS[4], head)
+    local since = redis.call('HGET', KEYS[5], head)
     redis.call('HDEL', KEYS[5], head)
     next_fence(KEYS[2], ARGV[3])
     -- "<token>|": a grant not yet claimed (a claimed lease without
     -- metadata is the bare token), which Inspect tells apart.
     redis.call('SET', KEYS[1], head .. '|', 'PX', ARGV[2])
-    redis.call('PUBLISH', KEYS[1], 'g:' .. head)
+    -- To the grantee's Client alone when it gave its channel ("g:<token>|
+    -- <lease>"), else on the lease's channel ("g:<token>").
+    local chan = since and string.match(since, '^%d+|(.+)$')
+    if chan then
+      redis.call('PUBLISH', chan, 'g:' .. head .. '|' .. KEYS[1])
+    else
+      redis.call('PUBLISH', KEYS[1], 'g:' .. head)
+    end
     return 1
   end
 end
+redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', KEYS[1], 'r:' .. ARGV[4])
 return 1

@@ -64,6 +64,14 @@ func parseName(prefix, name string) (key, typ string, readers, ok bool) {
 // ParseNotification reads a message core published on channel under
 // prefix; ok is false for anything else.
 func ParseNotification(prefix, channel, payload string, at time.Time) (Event, bool) {
+	if strings.HasPrefix(channel, prefix+":grants:") {
+		// A grant sent to the grantee's Client alone: "g:<token>|<lease>".
+		tok, lease, ok := strings.Cut(strings.TrimPrefix(payload, "g:"), "|")
+		if !ok || !strings.HasPrefix(payload, "g:") {
+			return Event{}, false
+		}
+		channel, payload = lease, "g:"+tok
+	}
 	key, typ, readers, ok := parseName(prefix, channel)
 	if !ok || readers {
 		return Event{}, false
@@ -115,10 +123,11 @@ func ParseKeyspace(prefix, channel, payload string, at time.Time) (Event, bool) 
 	return ev, true
 }
 
-// NotificationPattern is the PSUBSCRIBE pattern of core's notifications
-// under prefix: every primitive's channel.
-func NotificationPattern(prefix string) string {
-	return GlobEscape(prefix) + ":{*"
+// NotificationPatterns are the PSUBSCRIBE patterns of core's
+// notifications under prefix: every primitive's channel, and every
+// Client's grant channel.
+func NotificationPatterns(prefix string) []string {
+	return []string{GlobEscape(prefix) + ":{*", GlobEscape(prefix) + ":grants:*"}
 }
 
 // GlobEscape escapes the Redis glob characters of s.

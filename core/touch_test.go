@@ -1,0 +1,117 @@
+package core_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// shaCounter counts the scripts a go-redis client runs, by SHA1.
+type shaCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *shaCounter) count(cmds ...redis.Cmder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range cmds {
+		if strings.ToLower(c.Name()) == "evalsha" && len(c.Args()) > 1 {
+			sha, _ := c.Args()[1].(string)
+			h.n[sha]++
+		}
+	}
+}
+
+func (h *shaCounter) take() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.n
+	h.n = map[string]int{}
+	return n
+}
+
+func (h *shaCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *shaCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *shaCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.count(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// A queued waiter that hears nothing keeps its place with the short touch
+// script, not a full attempt, for longer than a queue entry lives (3 s);
+// and a grant whose message was lost is found by the next touch, which
+// sends the waiter to claim it.
+func TestQueuedWaiterTouches(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	ctx := ctxFor(t, 30*time.Second)
+	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+	defer a.Close()
+	wrdb := redistest.Client(t)
+	hook := &shaCounter{n: map[string]int{}}
+	wrdb.AddHook(hook)
+	w := mustNew(core.NewRedis(wrdb, core.WithKeyPrefix(prefix)))
+	defer w.Close()
+
+	if _, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *core.Lock, 1)
+	go func() {
+		l, err := w.Lock(ctx, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	lease, q, qt := prefix+":{k}", prefix+":{k}:q", prefix+":{k}:qt"
+	time.Sleep(3500 * time.Millisecond)
+	calls := hook.take()
+	touches := calls[core.QueueTouchHash]
+	delete(calls, core.QueueTouchHash)
+	attempts := 0
+	for _, n := range calls {
+		attempts += n
+	}
+	t.Logf("in 3.5 s: %d touches, %d attempts", touches, attempts)
+	if touches < 2 || attempts > 2 {
+		t.Errorf("in 3.5 s the waiter touched %d times and attempted %d times; want ≥ 2 touches and ≤ 2 attempts (the first try and the join)", touches, attempts)
+	}
+	tok, err := rdb.LIndex(ctx, q, 0).Result()
+	if err != nil {
+		t.Fatalf("the waiter lost its place in the queue: %v", err)
+	}
+	// A grant whose message never came: the key handed to the waiter,
+	// silently.
+	rdb.LPop(ctx, q)
+	rdb.ZRem(ctx, qt, tok)
+	rdb.Set(ctx, lease, tok+"|", 5*time.Second)
+	select {
+	case l := <-got:
+		if l == nil {
+			t.FailNow()
+		}
+		if l.Token() != tok {
+			t.Fatalf("acquired with token %q, queued as %q", l.Token(), tok)
+		}
+		l.Release(ctx)
+	case <-time.After(3 * time.Second):
+		t.Fatal("the waiter never found the grant its message did not announce")
+	}
+}
