@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -171,7 +172,7 @@ func (p *Proxy) copy(pp *pipe, dst, src net.Conn, dir Dir) {
 			}
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.ECONNRESET) {
 				p.t.Logf("faultnet: %v", err)
 			}
 			return

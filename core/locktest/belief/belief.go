@@ -50,8 +50,9 @@ type Config struct {
 	Workers int
 	// WaitTimeout bounds each Lock's wait (default one second).
 	WaitTimeout time.Duration
-	// Faults are the faults the injector picks from, by Weight; none:
-	// the run only checks the lock without faults.
+	// Faults are the faults the injector makes: each once first, in a
+	// random order, then picked by Weight. None: the run checks the lock
+	// without faults.
 	Faults []Fault
 	// FaultEvery is the mean quiet time between two faults (default
 	// 300 ms); faults are made one at a time.
@@ -255,7 +256,7 @@ func (r *run) run(ctx context.Context) {
 }
 
 // inject makes one fault after another, with quiet times between, until
-// ctx ends.
+// ctx ends: first each kind once, in a random order, then by weight.
 func (r *run) inject(ctx context.Context, rng *rand.Rand) {
 	total := 0
 	for _, f := range r.cfg.Faults {
@@ -264,16 +265,21 @@ func (r *run) inject(ctx context.Context, rng *rand.Rand) {
 	if total == 0 {
 		return
 	}
+	first := rng.Perm(len(r.cfg.Faults))
 	every := r.cfg.FaultEvery
 	for {
 		if !sleep(ctx, every/2+time.Duration(rng.Int64N(int64(every)))) {
 			return
 		}
-		n := rng.IntN(total)
 		var f Fault
-		for _, f = range r.cfg.Faults {
-			if n -= f.Weight; n < 0 {
-				break
+		if len(first) > 0 { // each kind once, in a random order, then by weight
+			f, first = r.cfg.Faults[first[0]], first[1:]
+		} else {
+			n := rng.IntN(total)
+			for _, f = range r.cfg.Faults {
+				if n -= f.Weight; n < 0 {
+					break
+				}
 			}
 		}
 		i := rng.IntN(r.cfg.Clients)

@@ -166,6 +166,8 @@ func config(s *store) belief.Config {
 	var views []*view
 	return belief.Config{
 		Duration: 3 * time.Second,
+		Workers:  16,
+		Keys:     []string{"a", "b", "c", "d", "e", "f"},
 		Open: func(i int, obs core.Observer) (*core.Client, error) {
 			v := &view{s: s}
 			mu.Lock()

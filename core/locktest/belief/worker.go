@@ -47,14 +47,14 @@ func (r *run) worker(ctx context.Context, rng *rand.Rand) {
 		default:
 			hold, extend = pick(ttl/2), true
 		}
-		seen := holdFor(l, hold)
+		seen := holdFor(ctx, l, hold)
 		if extend && l.Err() == nil {
 			ext := ttls[rng.IntN(len(ttls))]
 			rec.ttl = max(rec.ttl, ext)
 			if err := l.Extend(context.Background(), ext); err != nil {
 				r.count(false, false, "extend: "+cause(err))
 			}
-			seen = holdFor(l, pick(ttl))
+			seen = holdFor(ctx, l, pick(ttl))
 		}
 		end := time.Now()
 		if err := l.Release(context.Background()); err != nil {
@@ -95,13 +95,15 @@ func (r *run) count(attempt, acquired bool, err string) {
 	}
 }
 
-// holdFor holds l for d, or until it is lost: then it returns when it
-// saw Lost close.
-func holdFor(l *core.Lock, d time.Duration) (lost time.Time) {
+// holdFor holds l for d, or until the run ends, or until l is lost: then
+// it returns when it saw Lost close.
+func holdFor(ctx context.Context, l *core.Lock, d time.Duration) (lost time.Time) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return time.Time{}
+	case <-ctx.Done():
 		return time.Time{}
 	case <-l.Lost():
 		return time.Now()
