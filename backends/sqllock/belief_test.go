@@ -1,0 +1,111 @@
+package sqllock_test
+
+import (
+	"net"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/latchkey/latchkey/backends/sqllock"
+	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/core/locktest/belief"
+	"github.com/latchkey/latchkey/internal/dbtest"
+	"github.com/latchkey/latchkey/internal/faultnet"
+)
+
+// A beliefDB is a server the belief checker runs on: how to open a pool
+// on it, and on it through a proxy at another address.
+type beliefDB struct {
+	name, driver, what string
+	dsn                func() string
+	// server returns dsn's host:port; via returns dsn with addr instead.
+	server func(dsn string) (string, error)
+	via    func(dsn, addr string) (string, error)
+}
+
+var beliefDBs = []beliefDB{
+	{
+		name: "postgres", driver: "pgx", what: "PostgreSQL (set DATABASE_URL)", dsn: dbtest.PostgresURL,
+		server: func(dsn string) (string, error) {
+			u, err := url.Parse(dsn)
+			if err != nil {
+				return "", err
+			}
+			if u.Port() == "" {
+				return net.JoinHostPort(u.Hostname(), "5432"), nil
+			}
+			return u.Host, nil
+		},
+		via: func(dsn, addr string) (string, error) {
+			u, err := url.Parse(dsn)
+			if err != nil {
+				return "", err
+			}
+			u.Host = addr
+			return u.String(), nil
+		},
+	},
+	{
+		name: "mariadb", driver: "mysql", what: "MariaDB/MySQL (set MYSQL_DSN)", dsn: dbtest.MySQLDSN,
+		server: func(dsn string) (string, error) {
+			c, err := mysql.ParseDSN(dsn)
+			if err != nil {
+				return "", err
+			}
+			return c.Addr, nil
+		},
+		via: func(dsn, addr string) (string, error) {
+			c, err := mysql.ParseDSN(dsn)
+			if err != nil {
+				return "", err
+			}
+			c.Net, c.Addr = "tcp", addr
+			return c.FormatDSN(), nil
+		},
+	},
+}
+
+// TestBelief runs the belief checker on PostgreSQL and on MariaDB, each
+// Client on a pool of its own through a fault proxy of its own (on
+// PostgreSQL its LISTEN connection too), while one Client at a time has
+// its connections cut, or stalled — a pause as the server sees it, with
+// a transaction perhaps open and its row locked. The tables are the
+// test's own, dropped when it ends. A database restart is not run: it
+// needs a private server (initdb and pg_ctl as a user other than root),
+// which these tests do not start.
+func TestBelief(t *testing.T) {
+	for _, bdb := range beliefDBs {
+		t.Run(bdb.name, func(t *testing.T) {
+			dsn := bdb.dsn()
+			direct := dbtest.Open(t, bdb.driver, dsn, bdb.what, 2) // skips without the server
+			tbl := table(t, direct)
+			upstream, err := bdb.server(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var proxies []*faultnet.Proxy
+			for range 3 {
+				proxies = append(proxies, faultnet.Start(t, upstream))
+			}
+			belief.Run(t, belief.Config{
+				Clients: len(proxies),
+				TTLs:    []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 1200 * time.Millisecond},
+				Open: func(i int, obs core.Observer) (*core.Client, error) {
+					via, err := bdb.via(dsn, proxies[i].Addr())
+					if err != nil {
+						return nil, err
+					}
+					db := dbtest.Open(t, bdb.driver, via, bdb.what, 6)
+					return sqllock.New(db, tbl, sqllock.WithClientOptions(core.WithObserver(obs)))
+				},
+				Faults: []belief.Fault{
+					{Name: "cut", Min: 50 * time.Millisecond, Max: time.Second,
+						Inject: func(i int) (func(), error) { return proxies[i].Cut(), nil }},
+					{Name: "stall", Min: 50 * time.Millisecond, Max: 1500 * time.Millisecond,
+						Inject: func(i int) (func(), error) { return proxies[i].Stall(), nil }},
+				},
+			})
+		})
+	}
+}
