@@ -3,6 +3,7 @@ package sqllock_test
 import (
 	"net"
 	"net/url"
+	"os"
 	"testing"
 	"time"
 
@@ -71,9 +72,7 @@ var beliefDBs = []beliefDB{
 // PostgreSQL its LISTEN connection too), while one Client at a time has
 // its connections cut, or stalled — a pause as the server sees it, with
 // a transaction perhaps open and its row locked. The tables are the
-// test's own, dropped when it ends. A database restart is not run: it
-// needs a private server (initdb and pg_ctl as a user other than root),
-// which these tests do not start.
+// test's own, dropped when it ends. Restarts are TestBeliefRestart's.
 func TestBelief(t *testing.T) {
 	for _, bdb := range beliefDBs {
 		t.Run(bdb.name, func(t *testing.T) {
@@ -108,4 +107,36 @@ func TestBelief(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestBeliefRestart runs the belief checker on a private PostgreSQL
+// (pgPrivate) that is restarted now and then (stopped at once, as a
+// crash, and started again on its data directory), while one Client at a
+// time also has its connections cut.
+func TestBeliefRestart(t *testing.T) {
+	pg := startPGPrivate(t)
+	dsn := pg.DSN()
+	tbl := table(t, dbtest.Open(t, "pgx", dsn, "the private PostgreSQL", 2))
+	var proxies []*faultnet.Proxy
+	for range 3 {
+		proxies = append(proxies, faultnet.Start(t, "127.0.0.1:"+pg.port))
+	}
+	cfg := belief.Config{
+		Clients: len(proxies),
+		TTLs:    []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 1200 * time.Millisecond},
+		Open: func(i int, obs core.Observer) (*core.Client, error) {
+			db := dbtest.Open(t, "pgx", "postgres://postgres@"+proxies[i].Addr()+"/postgres?sslmode=disable", "the private PostgreSQL", 6)
+			return sqllock.New(db, tbl, sqllock.WithClientOptions(core.WithObserver(obs)))
+		},
+		FaultEvery: 600 * time.Millisecond,
+		Faults: []belief.Fault{
+			{Name: "restart", Weight: 2, Inject: func(int) (func(), error) { return nil, pg.restart() }},
+			{Name: "cut", Min: 50 * time.Millisecond, Max: time.Second,
+				Inject: func(i int) (func(), error) { return proxies[i].Cut(), nil }},
+		},
+	}
+	if os.Getenv(belief.DurationEnv) == "" {
+		cfg.Duration = 6 * time.Second
+	}
+	belief.Run(t, cfg)
 }
