@@ -62,11 +62,16 @@ browser:
 		{ sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; $$sudo apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; }
 
-## soak: the belief checker (core/belief_test.go) for minutes per topology
-## instead of make ci's 10 s; LATCHKEY_SEED=<n> replays a printed seed
+## soak: the belief checkers for minutes per run instead of make ci's
+## seconds: core's on Redis (core/belief_test.go), and each backend's
+## (core/locktest/belief, with that backend's faults); LATCHKEY_SEED=<n>
+## replays a printed seed
 SOAK ?= 3m
+BELIEF_MODULES := ./backends/sqllock ./backends/etcdlock ./backends/zklock ./backends/memcachelock
 soak:
 	LATCHKEY_REQUIRE_SERVERS=1 LATCHKEY_BELIEF_DURATION=$(SOAK) $(GO) test -race -count=1 -timeout 60m -run 'TestBelief' -v ./core
+	@for m in $(BELIEF_MODULES); do (cd $$m && echo "==> belief soak $$m" && \
+		LATCHKEY_REQUIRE_SERVERS=1 LATCHKEY_BELIEF_DURATION=$(SOAK) $(GO) test -race -count=1 -timeout 60m -run 'TestBelief' -v .) || exit 1; done
 
 ## fuzz: each fuzz target for FUZZTIME (the seed corpora run in every go test)
 FUZZTIME ?= 60s
