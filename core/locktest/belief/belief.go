@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -182,6 +183,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.FaultEvery <= 0 {
 		cfg.FaultEvery = 300 * time.Millisecond
 	}
+	cfg.Faults = slices.Clone(cfg.Faults) // the caller's stays as it was
+	cfg.Keys, cfg.TTLs = slices.Clone(cfg.Keys), slices.Clone(cfg.TTLs)
 	for i, f := range cfg.Faults {
 		if f.Inject == nil || f.Name == "" || f.Min < 0 || f.Max < f.Min {
 			return cfg, fmt.Errorf("Fault %d (%q): want a Name, an Inject and 0 ≤ Min ≤ Max", i, f.Name)

@@ -20,8 +20,16 @@
 //     began (a belief lost within Slack of Lock's return is left out: it
 //     held nothing and says nothing about order);
 //   - sanity: a run that acquired too little (Config.MinAcquired, and at
-//     least one attempt in ten), or that was given faults and made none,
-//     fails — a checker that checked nothing must not pass.
+//     least one attempt in ten), that was given faults and made none, or
+//     whose harness failed (a fault that could not be made, an Observer
+//     not installed) fails — a checker that checked nothing must not pass.
+//
+// The injector makes each kind of fault once first, in a random order,
+// then picks by Fault.Weight; a fault is lifted before the next is made,
+// and when the run ends. The faults are the caller's: for a fault on one
+// Client, give each Client its own TCP proxy to the server (this
+// repository's tests use internal/faultnet: Cut, Stall, Reset; elsewhere
+// any proxy, such as toxiproxy, does).
 //
 // Run it from a test of the backend:
 //
