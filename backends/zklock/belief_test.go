@@ -46,7 +46,8 @@ func TestBelief(t *testing.T) {
 	cfg := belief.Config{
 		Clients: len(proxies),
 		TTLs:    []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, time.Second},
-		Workers: 12,
+		Workers: 16,
+		Keys:    []string{"k0", "k1", "k2", "k3", "k4", "k5"}, // faults are long: more keys, fewer waits
 		Open: func(i int, obs core.Observer) (*core.Client, error) {
 			conn := connect(t, proxies[i].Addr(), beliefSession) // closed when the test ends
 			conns[i], sessions[i] = conn, conn.SessionID()
