@@ -89,6 +89,7 @@ func TestBelief(t *testing.T) {
 			}
 			belief.Run(t, belief.Config{
 				Clients: len(proxies),
+				Workers: 12,
 				TTLs:    []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 1200 * time.Millisecond},
 				Open: func(i int, obs core.Observer) (*core.Client, error) {
 					via, err := bdb.via(dsn, proxies[i].Addr())
@@ -123,6 +124,7 @@ func TestBeliefRestart(t *testing.T) {
 	}
 	cfg := belief.Config{
 		Clients: len(proxies),
+		Workers: 12,
 		TTLs:    []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 1200 * time.Millisecond},
 		Open: func(i int, obs core.Observer) (*core.Client, error) {
 			db := dbtest.Open(t, "pgx", "postgres://postgres@"+proxies[i].Addr()+"/postgres?sslmode=disable", "the private PostgreSQL", 6)
