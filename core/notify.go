@@ -29,8 +29,6 @@ type notifier struct {
 	// is set once its subscription is confirmed.
 	grants  string
 	granted atomic.Bool
-	gready  chan struct{} // closed when granted is set
-	gonce   sync.Once
 	// early holds grants that came before their waiter joined (it joins
 	// after its first attempt queued it), by "<lease channel>|<token>",
 	// with the time they came; join hands them over, sweep drops them
@@ -44,20 +42,7 @@ func (n *notifier) grantChannel(prefix string) string {
 	var b [12]byte
 	_, _ = crand.Read(b[:])
 	n.grants = prefix + ":grants:" + hex.EncodeToString(b[:])
-	n.gready = make(chan struct{})
 	return n.grants
-}
-
-// awaitGrants waits, at most confirmWait, for the grant channel's
-// subscription to be confirmed.
-func (n *notifier) awaitGrants(ctx context.Context) {
-	t := time.NewTimer(confirmWait)
-	defer t.Stop()
-	select {
-	case <-n.gready:
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // grantsReady reports whether grants on the grant channel are heard.
@@ -196,7 +181,6 @@ func (n *notifier) wakeNext(channel string) {
 func (n *notifier) confirm(channel string) {
 	if channel == n.grants && channel != "" {
 		n.granted.Store(true)
-		n.gonce.Do(func() { close(n.gready) })
 		return
 	}
 	n.mu.Lock()

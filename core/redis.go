@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -131,22 +132,19 @@ type redisBackend struct {
 
 	// grants is the Client's own grant channel: a queued mutex waiter
 	// names it when it joins, and a release that grants it the key
-	// publishes there, reaching this process alone. The first join
-	// subscribes it (grantsOnce) and waits, at most confirmWait, for the
-	// subscription; joins name it once it is confirmed, and until then
-	// grants come on the lease's channel, as for a waiter that names none.
-	grants     string
-	grantsOnce sync.Once
+	// publishes there, reaching this process alone. It is subscribed with
+	// the first channel a waiter subscribes (grantsAsked), in the same
+	// SUBSCRIBE, so an acquisition never waits for it; joins name it once
+	// it is confirmed, and until then grants come on the lease's channel,
+	// as for a waiter that names none (the waiter's re-attempt after its
+	// join names it).
+	grants      string
+	grantsAsked atomic.Bool
 }
 
 // grantArg is the grant channel a joining waiter names: the Client's, once
-// its subscription flows, else the empty string.
-func (b *redisBackend) grantArg(ctx context.Context) string {
-	b.grantsOnce.Do(func() {
-		if b.ps.subscribe(ctx, b.grants) == nil {
-			b.ps.nt.awaitGrants(ctx)
-		}
-	})
+// its subscription flows, else the empty string. It never waits.
+func (b *redisBackend) grantArg() string {
 	if b.ps.nt.grantsReady() {
 		return b.grants
 	}
@@ -189,12 +187,12 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 	case fair:
 		join := "0"
 		if enqueue {
-			join, ch = "1", b.grantArg(ctx)
+			join, ch = "1", b.grantArg()
 		}
 		script, keys = acquireFairScript, []string{n.lease, n.fence, n.queue, n.dues, n.since()}
 		args = append(args, entryTTLArg, join, ch)
 	case enqueue:
-		ch = b.grantArg(ctx)
+		ch = b.grantArg()
 		keys = append(keys, n.queue, n.dues, n.since())
 		args = append(args, entryTTLArg, ch)
 	}
@@ -521,6 +519,11 @@ func (b *redisBackend) announce(ctx context.Context, channel, payload string) er
 }
 
 func (b *redisBackend) subscribe(ctx context.Context, channel string) error {
+	if b.grants != "" && channel != b.grants && !b.grantsAsked.Swap(true) {
+		// The Client's first wait: its grant channel comes along, first,
+		// so that its confirmation arrives before the waiter's.
+		return b.ps.subscribe(ctx, b.grants, channel)
+	}
 	return b.ps.subscribe(ctx, channel)
 }
 
@@ -548,7 +551,7 @@ func (r *redisPubSub) init(rdb redis.UniversalClient, nt *notifier) {
 	r.done = make(chan struct{})
 }
 
-func (r *redisPubSub) subscribe(ctx context.Context, channel string) error {
+func (r *redisPubSub) subscribe(ctx context.Context, channels ...string) error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -565,7 +568,7 @@ func (r *redisPubSub) subscribe(ctx context.Context, channel string) error {
 	// when the call fails, and subscribes it again on reconnecting.
 	sctx, cancel := context.WithTimeout(r.ctx, confirmWait)
 	defer cancel()
-	err := ps.Subscribe(sctx, channel)
+	err := ps.Subscribe(sctx, channels...)
 	if start {
 		go r.loop(ps)
 	}
