@@ -46,6 +46,10 @@ func (c *Client) Campaign(ctx context.Context, key, value string, opts ...LockOp
 	return h, nil
 }
 
+// observerChannel is where a release that sent its grant to the
+// grantee's own channel also tells observers of lease (see release.lua).
+func observerChannel(lease string) string { return lease + ":o" }
+
 // asLeader marks an acquisition as a Campaign's (KindLeader).
 var asLeader = lockOption(func(s *settings) { s.kind = KindLeader })
 
@@ -78,8 +82,13 @@ func (c *Client) observe(ctx context.Context, key string, out chan<- Info) {
 	if validKey(key) != nil {
 		return
 	}
-	w := c.nt.watch(ctx, c.names(key).lease)
+	lease := c.names(key).lease
+	w := c.nt.watch(ctx, lease)
 	defer c.nt.leave(w, true)
+	// A release that grants the key to a queued waiter tells the
+	// grantee's Client on its own channel, and observers here.
+	wo := c.nt.watch(ctx, observerChannel(lease))
+	defer c.nt.leave(wo, true)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	var last, pending Info
@@ -98,6 +107,7 @@ func (c *Client) observe(ctx context.Context, key string, out chan<- Info) {
 			last, sent, waiting = pending, true, false
 			continue
 		case <-w.wake:
+		case <-wo.wake:
 		case <-timer.C:
 		}
 		// Read again on every wake-up, also while a report waits for a

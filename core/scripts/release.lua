@@ -31,6 +31,9 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
     local chan = since and string.match(since, '^%d+|(.+)$')
     if chan then
       redis.call('PUBLISH', chan, 'g:' .. head .. '|' .. KEYS[1])
+      -- Observers of the key (Observe) listen on "<lease>:o" too: a
+      -- handoff they would not hear on the lease's channel.
+      redis.call('PUBLISH', KEYS[1] .. ':o', 'g:' .. head)
     else
       redis.call('PUBLISH', KEYS[1], 'g:' .. head)
     end
