@@ -134,21 +134,17 @@ type redisBackend struct {
 	// names it when it joins, and a release that grants it the key
 	// publishes there, reaching this process alone. It is subscribed with
 	// the first channel a waiter subscribes (grantsAsked), in the same
-	// SUBSCRIBE, so an acquisition never waits for it; joins name it once
-	// it is confirmed, and until then grants come on the lease's channel,
-	// as for a waiter that names none (the waiter's re-attempt after its
-	// join names it).
+	// SUBSCRIBE, so an acquisition never waits for it.
 	grants      string
 	grantsAsked atomic.Bool
 }
 
-// grantArg is the grant channel a joining waiter names: the Client's, once
-// its subscription flows, else the empty string. It never waits.
-func (b *redisBackend) grantArg() string {
-	if b.ps.nt.grantsReady() {
-		return b.grants
-	}
-	return ""
+// grantArg is the grant channel a joining waiter names, the Client's, and
+// whether grants on it are heard yet. It never waits: a waiter that named
+// it before its subscription flowed makes its usual re-attempt after its
+// join (named false), which claims a grant whose message was missed.
+func (b *redisBackend) grantArg() (string, bool) {
+	return b.grants, b.ps.nt.grantsReady()
 }
 
 // touch is the periodic call of a queued mutex waiter that heard nothing:
@@ -166,7 +162,8 @@ func (b *redisBackend) touch(ctx context.Context, n names, token string) (holder
 func (b *redisBackend) acquire(ctx context.Context, n names, token, value string, ttl time.Duration, fair, enqueue bool) (acquireResult, error) {
 	script, keys := acquireScript, []string{n.lease, n.fence}
 	args := []any{token, value, ttl.Milliseconds(), retentionArg}
-	ch := "" // the grant channel named, when joining a mutex queue
+	ch := ""       // the grant channel named, when joining a mutex queue
+	heard := false // grants on ch were heard before the script ran
 	switch {
 	case n.limit > 0:
 		join := "0"
@@ -187,12 +184,13 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 	case fair:
 		join := "0"
 		if enqueue {
-			join, ch = "1", b.grantArg()
+			join = "1"
+			ch, heard = b.grantArg()
 		}
 		script, keys = acquireFairScript, []string{n.lease, n.fence, n.queue, n.dues, n.since()}
 		args = append(args, entryTTLArg, join, ch)
 	case enqueue:
-		ch = b.grantArg()
+		ch, heard = b.grantArg()
 		keys = append(keys, n.queue, n.dues, n.since())
 		args = append(args, entryTTLArg, ch)
 	}
@@ -206,7 +204,7 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 	r, err := parseAcquire(v)
 	// A fair joiner is queued unless served; a default-mode one when the
 	// script says so.
-	r.named = err == nil && ch != "" && !r.acquired && (fair || r.queued)
+	r.named = err == nil && heard && !r.acquired && (fair || r.queued)
 	return r, err
 }
 

@@ -41,13 +41,6 @@ local function join_queue(q, qt, qs, token, now, entry, chan)
     else
       redis.call('HSET', qs, token, now)
     end
-  elseif chan and chan ~= '' then
-    -- A waiter that queued before its Client's grant channel flowed
-    -- names it now (its arrival time is kept).
-    local since = redis.call('HGET', qs, token)
-    if since and not string.find(since, '|', 1, true) then
-      redis.call('HSET', qs, token, since .. '|' .. chan)
-    end
   end
   local keep = 2 * entry
   redis.call('PEXPIRE', q, keep)
