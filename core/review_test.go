@@ -100,27 +100,30 @@ func TestReviewReentryFenceAfterCounterExpiry(t *testing.T) {
 	b.Release(ctx)
 }
 
-// A transient stall: three renewals hang ~200ms each (then land). Their late
-// answers confirm the lease, and the watchdog must go on renewing it.
+// A transient stall: three renewals hang for most of a third of the TTL
+// each (then land). Their late answers confirm the lease, and the watchdog
+// must go on renewing it. (TTL 1.2 s, delays 752 ms: the proportions of
+// the 300 ms / 188 ms first written, at a scale a loaded two-core machine's
+// scheduling does not tip over.)
 func TestReviewLateAnswersKeepRenewing(t *testing.T) {
 	rdb, prefix := sharedRedis(t)
 	kf := newKeyFault(t, rdb)
 	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
 	defer c.Close()
 	ctx := context.Background()
-	h, err := c.TryLock(ctx, "a", core.WithTTL(300*time.Millisecond))
+	h, err := c.TryLock(ctx, "a", core.WithTTL(1200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Release(ctx)
 	start := time.Now()
-	kf.add(&faultRule{key: prefix + ":{a}", ttlMs: 300, delay: 188 * time.Millisecond, onWire: true, times: 3})
+	kf.add(&faultRule{key: prefix + ":{a}", ttlMs: 1200, delay: 752 * time.Millisecond, onWire: true, times: 3})
 	select {
 	case <-h.Lost():
 		info, _ := c.Inspect(ctx, "a")
 		t.Errorf("lease reported lost after %v (%v) though Redis answered every renewal; server: held=%v ttl=%v",
 			time.Since(start), h.Err(), info.Held, info.TTL)
-	case <-time.After(2 * time.Second):
+	case <-time.After(6 * time.Second):
 	}
 }
 
