@@ -42,11 +42,12 @@ type Config struct {
 	PerWorker   bool          // contended: one driver instance (own clients) per goroutine
 	Keys        string        // serial, parallel: "cycle" (new key per cycle) or "goroutine"
 	Pair        string        // serial, parallel: driver to alternate with, cycle by cycle
+	RenewWindow time.Duration // renew: the measuring window
 }
 
 func (c Config) withDefaults() Config {
 	if c.N == 0 {
-		c.N = map[string]int{"ping": 20000, "serial": 10000, "parallel": 20000, "contended": 2000}[c.Scenario]
+		c.N = map[string]int{"ping": 20000, "serial": 10000, "parallel": 20000, "contended": 2000, "renew": 100000}[c.Scenario]
 		if c.Scenario == "ping" && c.Idle > 0 {
 			c.N = 3000
 		}
@@ -94,7 +95,8 @@ func main() {
 		bk      string
 		bkOpt   = backendOptions{idle: 300 * time.Millisecond}
 	)
-	flag.StringVar(&cfg.Scenario, "scenario", "", "ping | serial | parallel | contended")
+	flag.StringVar(&cfg.Scenario, "scenario", "", "ping | serial | parallel | contended | renew")
+	flag.DurationVar(&cfg.RenewWindow, "renew-window", 10*time.Second, "renew: the measuring window (after one TTL of settling)")
 	flag.StringVar(&cfg.Driver, "driver", "raw", "driver: "+strings.Join(driverNames(), ", "))
 	flag.StringVar(&addrs, "addr", envOr("REDIS_ADDR", "127.0.0.1:6379"), "Redis address(es), comma-separated")
 	flag.IntVar(&cfg.Spawn, "spawn", 0, "start this many private redis-servers on free loopback ports and use them")
@@ -261,6 +263,8 @@ func runOne(cfg Config) (Result, error) {
 		r, err = runCycles(ctx, cfg, e)
 	case "contended":
 		r, err = runContended(ctx, cfg, e)
+	case "renew":
+		r, err = runRenew(ctx, cfg, e)
 	default:
 		err = fmt.Errorf("unknown scenario %q", cfg.Scenario)
 	}

@@ -45,6 +45,8 @@ func describe(r *Result, cfg Config) {
 			r.Table = fmt.Sprintf("%s, paired with %s: %s, %s, each cycle alternating with a %s cycle",
 				cfg.Scenario, cfg.Pair, who, keys, cfg.Pair)
 		}
+	case "renew":
+		r.Table = fmt.Sprintf("renew: %d leases of TTL %v on one Client, auto-renewed every TTL/3; a %v window", cfg.N, cfg.TTL, cfg.RenewWindow)
 	case "contended":
 		r.Workers, r.HoldUS, r.ThinkUS, r.RetryUS = cfg.Workers, us(cfg.Hold), us(cfg.Think), us(cfg.Retry)
 		r.Table = fmt.Sprintf("contended: %d goroutines on one key, hold %v", cfg.Workers, cfg.Hold)
@@ -69,6 +71,10 @@ func printResult(w io.Writer, r Result) {
 		fmt.Fprintf(w, "  paired %s: p50 %s µs, p99 %s µs, mean %s µs, %s commands per cycle; %s/%s: p50 × %s, mean × %s\n",
 			r.Pair, num(r.PairP50), num(r.PairP99), num(r.PairMean), num(r.PairCmds), r.Driver, r.Pair,
 			ratio(r.P50, r.PairP50), ratio(r.Mean, r.PairMean))
+	}
+	if r.Scenario == "renew" {
+		fmt.Fprintf(w, "  %d leases renewed: client %.1f%% of a core, Redis %s%% of a core; leases lost %d\n",
+			r.Leases, r.ClientPct, opt(r.RedisPct), r.Lost)
 	}
 	if r.Scenario == "contended" {
 		fmt.Fprintf(w, "  hold p50 %s µs; handoff to a waiting goroutine: %d, p50 %s µs, p99 %s µs; gap (any) p50 %s µs\n",

@@ -44,6 +44,12 @@ type Result struct {
 	StealPct  float64 `json:"steal_pct"`
 	OtherPct  float64 `json:"other_pct"` // -1 unknown
 
+	// renew
+	Leases    int     `json:"leases,omitempty"`     // leases held and renewed
+	ClientPct float64 `json:"client_pct,omitempty"` // client CPU, % of one core
+	RedisPct  float64 `json:"redis_pct,omitempty"`  // Redis CPU, % of one core; -1 unknown
+	Lost      int     `json:"lost,omitempty"`       // leases lost by the end of the window
+
 	// serial and parallel
 	Keys     string  `json:"keys,omitempty"` // "cycle" or "goroutine"
 	Pair     string  `json:"pair,omitempty"` // driver run alternately in the same goroutines

@@ -107,14 +107,15 @@ type acquireResult struct {
 // extension never shortens a lease: the expiry becomes the later of the
 // current one and ttl from now.
 type extendReq struct {
-	n     names
-	token string
-	ttl   time.Duration
-	ok    bool          // extended (or already longer)
-	left  time.Duration // when ok: the time the lease had left when the server answered
-	gone  bool          // not extended: no lease at all (not another owner's)
-	heal  []int         // when ok, Redlock: the nodes that had lost the lease
-	err   error
+	n       names
+	token   string
+	ttl     time.Duration
+	ok      bool          // extended (or already longer)
+	left    time.Duration // when ok: the time the lease had left when the server answered
+	gone    bool          // not extended: no lease at all (not another owner's)
+	heal    []int         // when ok, Redlock: the nodes that had lost the lease
+	grouped bool          // Redis: renewed with others in one script (extendGroups)
+	err     error
 }
 
 // A sharder tells which server stores a key, so that renewals are batched

@@ -28,7 +28,9 @@
 //     promise holds unless the holder's clock runs slower than the margin
 //     allows, or its process is paused for longer than the margin.
 //   - Leases are renewed every ttl/3 (WithAutoRenew). Renewals never wait on
-//     each other: they run in concurrent batches, one per Cluster master,
+//     each other: they run in concurrent batches, one per Cluster master
+//     (the leases of a batch on one server, or one Cluster slot, renewed by
+//     one script call),
 //     and a renewal that fails or gets no answer within a third of its
 //     lease's remaining time is retried alone. No renewal, Extend or
 //     re-entry ever shortens a lease: an expiry only moves forward. A lease

@@ -58,6 +58,8 @@ var (
 	acquireAllLua string
 	//go:embed scripts/evict.lua
 	evictLua string
+	//go:embed scripts/extend_many.lua
+	extendManyLua string
 	//go:embed scripts/queue_touch.lua
 	queueTouchLua string
 
@@ -77,6 +79,7 @@ var (
 	rwUnlockScript     = redis.NewScript(libOwns + libQueue + rwUnlockLua)
 	acquireAllScript   = redis.NewScript(libFence + acquireAllLua)
 	evictScript        = redis.NewScript(libFence + evictLua)
+	extendManyScript   = redis.NewScript(libOwns + extendManyLua)
 	queueTouchScript   = redis.NewScript(libOwns + libQueue + queueTouchLua)
 
 	// Arguments that never change, boxed once.
@@ -311,21 +314,95 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 		r.set(r.script().Run(ctx, b.rdb, r.keys(), r.token, r.ttl.Milliseconds()).Int64())
 		return
 	}
+	// Mutex and write-hold leases of one Cluster slot (all of them, on a
+	// single server) renew in one script; the rest one script each, all in
+	// one pipeline.
+	groups := b.extendGroups(reqs)
 	cmds := make([]*redis.Cmd, len(reqs))
+	many := make([]*redis.Cmd, len(groups))
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for g, idx := range groups {
+			keys := make([]string, len(idx))
+			args := make([]any, 0, 2*len(idx))
+			for j, i := range idx {
+				keys[j] = reqs[i].n.lease
+				args = append(args, reqs[i].token, reqs[i].ttl.Milliseconds())
+			}
+			many[g] = extendManyScript.EvalSha(ctx, p, keys, args...)
+		}
 		for i, r := range reqs {
+			if r.grouped {
+				continue
+			}
 			cmds[i] = r.script().EvalSha(ctx, p, r.keys(), r.token, r.ttl.Milliseconds())
 		}
 		return nil
 	})
+	for g, idx := range groups {
+		vs, err := many[g].Int64Slice()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			keys := make([]string, len(idx))
+			args := make([]any, 0, 2*len(idx))
+			for j, i := range idx {
+				keys[j] = reqs[i].n.lease
+				args = append(args, reqs[i].token, reqs[i].ttl.Milliseconds())
+			}
+			vs, err = extendManyScript.Run(ctx, b.rdb, keys, args...).Int64Slice()
+		}
+		if err == nil && len(vs) != len(idx) {
+			err = fmt.Errorf("core: extend of %d leases answered %d", len(idx), len(vs))
+		}
+		for j, i := range idx {
+			if err != nil {
+				reqs[i].set(0, err)
+			} else {
+				reqs[i].set(vs[j], nil)
+			}
+		}
+	}
 	for i := range reqs {
 		r := &reqs[i]
+		if r.grouped {
+			continue
+		}
 		v, err := cmds[i].Int64()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			v, err = r.script().Run(ctx, b.rdb, r.keys(), r.token, r.ttl.Milliseconds()).Int64()
 		}
 		r.set(v, err)
 	}
+}
+
+// extendGroups gathers the mutex and write-hold renewals of reqs that can
+// share one script — by Cluster slot, or all of them on a single server —
+// into groups of two or more, and marks them grouped.
+func (b *redisBackend) extendGroups(reqs []extendReq) [][]int {
+	_, cluster := b.rdb.(*redis.ClusterClient)
+	bySlot := map[uint16][]int{}
+	var order []uint16
+	for i := range reqs {
+		if reqs[i].script() != extendScript {
+			continue
+		}
+		var slot uint16
+		if cluster {
+			slot = clusterSlot(reqs[i].n.lease)
+		}
+		if _, ok := bySlot[slot]; !ok {
+			order = append(order, slot)
+		}
+		bySlot[slot] = append(bySlot[slot], i)
+	}
+	var groups [][]int
+	for _, slot := range order {
+		if idx := bySlot[slot]; len(idx) >= 2 {
+			for _, i := range idx {
+				reqs[i].grouped = true
+			}
+			groups = append(groups, idx)
+		}
+	}
+	return groups
 }
 
 func (r *extendReq) keys() []string {

@@ -16,7 +16,9 @@ import (
 // by the lease's own deadline timer (see lease), never by the loop.
 //
 // Renewals due together are batched (one pipeline per batch, grouped per
-// Cluster master, so a slow shard holds up only its own keys). A renewal
+// Cluster master, so a slow shard holds up only its own keys; on Redis the
+// mutex leases of a batch that share a server, or a Cluster slot, are
+// renewed by one script call). A renewal
 // that fails, or gets no answer within a third of its lease's remaining
 // time, is given up on and retried alone, so that a lease whose commands
 // hang does not drag the others of its batch down with it. A late answer

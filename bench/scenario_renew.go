@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/latchkey/latchkey/core"
+)
+
+// runRenew holds cfg.N leases (default 100,000) of cfg.TTL on one latchkey
+// Client, auto-renewed (every TTL/3), and measures one window of renewals
+// (-renew-window, default 10 s) after a settling period of one TTL: the
+// CPU the client process and the Redis servers spend, as a share of one
+// core, and the leases lost. An op is one lease renewal due in the window
+// (N × window / (TTL/3)); the per-op figures are per renewal.
+func runRenew(ctx context.Context, cfg Config, e *env) (Result, error) {
+	d, err := e.open()
+	if err != nil {
+		return Result{}, err
+	}
+	defer d.Close()
+	ld, ok := d.(*latchkeyDriver)
+	if !ok {
+		return Result{}, fmt.Errorf("-scenario renew runs the latchkey driver, not %s", cfg.Driver)
+	}
+	c := ld.c
+
+	locks := make([]*core.Lock, cfg.N)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr error
+	var once sync.Once
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= cfg.N || ctx.Err() != nil {
+					return
+				}
+				l, err := c.TryLock(ctx, fmt.Sprintf("%srenew:%d", e.prefix, i))
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				locks[i] = l
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return Result{}, fmt.Errorf("taking %d leases: %w", cfg.N, firstErr)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, l := range locks {
+			if l != nil {
+				_ = l.Release(rctx)
+			}
+		}
+	}()
+
+	// Let the renewals spread out as they will (the first round comes in
+	// a burst, as the leases were taken), then measure.
+	select {
+	case <-time.After(cfg.TTL):
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	var r Result
+	a := e.prober.take(ctx)
+	select {
+	case <-time.After(cfg.RenewWindow):
+	case <-ctx.Done():
+		return Result{}, errors.Join(errors.New("-max-time ended the window"), ctx.Err())
+	}
+	b := e.prober.take(ctx)
+	for _, l := range locks {
+		select {
+		case <-l.Lost():
+			r.Lost++
+		default:
+		}
+	}
+	renewals := int(float64(cfg.N) * cfg.RenewWindow.Seconds() / (cfg.TTL / 3).Seconds())
+	r.Ops, r.Target, r.Seconds = renewals, renewals, cfg.RenewWindow.Seconds()
+	r.Rate = float64(renewals) / r.Seconds
+	e.prober.fill(&r, a, b, renewals)
+	r.Leases = cfg.N
+	r.ClientPct = 100 * (b.clientCPU - a.clientCPU).Seconds() / r.Seconds
+	r.RedisPct = -1
+	if a.redisOK && b.redisOK {
+		r.RedisPct = 100 * (b.redisCPU - a.redisCPU).Seconds() / r.Seconds
+	}
+	return r, nil
+}
