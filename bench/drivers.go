@@ -135,8 +135,12 @@ func openDriver(name string, a openArgs) (Driver, error) {
 }
 
 // newClient opens a go-redis client on addr with the counter installed.
+// poolSize is -pool: the PoolSize of every client a driver opens (0: the
+// go-redis default).
+var poolSize int
+
 func newClient(addr string, c *Counter) *redis.Client {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
 	if c != nil {
 		c.Instrument(rdb)
 	}

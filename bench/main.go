@@ -43,6 +43,8 @@ type Config struct {
 	Keys        string        // serial, parallel: "cycle" (new key per cycle) or "goroutine"
 	Pair        string        // serial, parallel: driver to alternate with, cycle by cycle
 	RenewWindow time.Duration // renew: the measuring window
+	Clients     int           // contended: driver instances (own clients each), workers spread over them round-robin
+	LockKeys    int           // contended: keys, one picked at random per acquisition (default 1)
 }
 
 func (c Config) withDefaults() Config {
@@ -110,6 +112,9 @@ func main() {
 	flag.DurationVar(&cfg.Retry, "retry", 0, "waiting interval override (raw poll, redislock backoff, redsync delay)")
 	flag.DurationVar(&cfg.TTL, "ttl", 10*time.Second, "lock TTL")
 	flag.DurationVar(&cfg.WaitTimeout, "wait-timeout", 10*time.Second, "contended: bound on one Acquire")
+	flag.IntVar(&cfg.Clients, "clients", 0, "contended: this many driver instances, each with its own clients, like separate processes; the goroutines are spread over them (default 1, or one per goroutine with -per-worker)")
+	flag.IntVar(&cfg.LockKeys, "lock-keys", 1, "contended: keys to contend on, one picked at random for each acquisition")
+	flag.IntVar(&poolSize, "pool", 0, "go-redis PoolSize of every client a driver opens (0: go-redis's default)")
 	flag.BoolVar(&cfg.PerWorker, "per-worker", false, "contended: give each goroutine its own driver and clients, like separate processes")
 	flag.StringVar(&cfg.Keys, "keys", "cycle", "serial, parallel: cycle (a new key per cycle) or goroutine (one key per goroutine, reused)")
 	flag.StringVar(&cfg.Pair, "pair", "", "serial, parallel: alternate every cycle with a cycle of this driver (e.g. raw) and report both")
@@ -200,6 +205,9 @@ func (e *env) openWorkers(workers int) ([]Driver, error) {
 	n := 1
 	if e.cfg.PerWorker {
 		n = workers
+	}
+	if e.cfg.Clients > 0 {
+		n = e.cfg.Clients
 	}
 	var ds []Driver
 	for range n {

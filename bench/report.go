@@ -50,6 +50,13 @@ func describe(r *Result, cfg Config) {
 	case "contended":
 		r.Workers, r.HoldUS, r.ThinkUS, r.RetryUS = cfg.Workers, us(cfg.Hold), us(cfg.Think), us(cfg.Retry)
 		r.Table = fmt.Sprintf("contended: %d goroutines on one key, hold %v", cfg.Workers, cfg.Hold)
+		if cfg.LockKeys > 1 {
+			r.Table = fmt.Sprintf("contended: %d goroutines on %d keys (one at random per acquisition), hold %v", cfg.Workers, cfg.LockKeys, cfg.Hold)
+		}
+		if cfg.Clients > 0 {
+			r.Table += fmt.Sprintf(", %d clients", cfg.Clients)
+			r.Label = fmt.Sprintf("%s (%d clients)", cfg.Driver, cfg.Clients)
+		}
 		if cfg.Think > 0 {
 			r.Table += fmt.Sprintf(", think %v after each release", cfg.Think)
 		}
@@ -81,7 +88,7 @@ func printResult(w io.Writer, r Result) {
 			num(r.HoldP50), r.HandoffN, num(r.HandoffP50), num(r.HandoffP99), num(r.GapP50))
 		fmt.Fprintf(w, "  same owner again %.1f%%; wait p50 %s p99 %s max %s µs; per goroutine %v\n",
 			r.SameOwnerPct, num(r.WaitP50), num(r.WaitP99), num(r.WaitMax), r.PerWorker)
-		fmt.Fprintf(w, "  timeouts %d, overlaps %d, fence regressions %s\n", r.Timeouts, r.Overlaps, fenceCell(r))
+		fmt.Fprintf(w, "  timeouts %d, overlaps %d, fence regressions %s, goroutines that never acquired %d\n", r.Timeouts, r.Overlaps, fenceCell(r), r.Starved)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,7 +51,8 @@ func runContended(ctx context.Context, cfg Config, e *env) (Result, error) {
 type contention struct {
 	cfg      Config
 	n        int
-	capacity int          // holders the lock lets in at once
+	capacity int          // holders the lock lets in at once, per key
+	keys     int          // keys contended on
 	most     atomic.Int32 // the most holders seen at once
 	tickets  atomic.Int64
 	acquired atomic.Int64
@@ -67,6 +69,7 @@ type contention struct {
 	lastOwner   int
 	othersWere  bool // someone else was waiting at that Release call
 	lastFence   int64
+	keyFence    map[string]int64 // with -lock-keys: each key's last fence
 	fenced      bool
 	fenceBad    int
 	gaps        Samples // every acquisition after a release
@@ -82,6 +85,7 @@ type contention struct {
 func newContention(cfg Config, n int) *contention {
 	return &contention{
 		cfg: cfg, n: n, capacity: holdersAtOnce(cfg.Driver, cfg.Workers),
+		keys:      max(cfg.LockKeys, 1),
 		waits:     make([]Samples, cfg.Workers),
 		holds:     make([]Samples, cfg.Workers),
 		perWorker: make([]int, cfg.Workers),
@@ -89,12 +93,19 @@ func newContention(cfg Config, n int) *contention {
 }
 
 func (c *contention) run(ctx context.Context, drivers []Driver, key string) error {
+	keys := []string{key}
+	if c.cfg.LockKeys > 1 {
+		keys = keys[:0]
+		for i := range c.cfg.LockKeys {
+			keys = append(keys, fmt.Sprintf("%s%d", key, i))
+		}
+	}
 	var wg sync.WaitGroup
 	for g := range c.cfg.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.worker(ctx, g, drivers[g%len(drivers)], key)
+			c.worker(ctx, g, drivers[g%len(drivers)], keys)
 		}()
 	}
 	wg.Wait()
@@ -111,9 +122,11 @@ func (c *contention) fail(err error) {
 	c.firstErr.CompareAndSwap(nil, &err)
 }
 
-func (c *contention) worker(ctx context.Context, g int, d Driver, key string) {
+func (c *contention) worker(ctx context.Context, g int, d Driver, keys []string) {
 	relCtx := context.WithoutCancel(ctx)
+	rng := rand.New(rand.NewPCG(uint64(g), 20261126))
 	for ctx.Err() == nil && c.tickets.Add(1) <= int64(c.n) {
+		key := keys[rng.IntN(len(keys))]
 		c.waiting.Add(1)
 		t0 := time.Now()
 		actx, cancel := context.WithTimeout(ctx, c.cfg.WaitTimeout)
@@ -131,14 +144,14 @@ func (c *contention) worker(ctx context.Context, g int, d Driver, key string) {
 			}
 			continue
 		}
-		if in := c.inside.Add(1); in > int32(c.capacity) {
+		if in := c.inside.Add(1); in > int32(c.capacity*c.keys) {
 			c.overlaps.Add(1)
 		} else {
 			for m := c.most.Load(); in > m && !c.most.CompareAndSwap(m, in); m = c.most.Load() {
 			}
 		}
 		c.acquired.Add(1)
-		c.noteAcquired(g, got, h)
+		c.noteAcquired(g, got, h, key)
 		c.waits[g].Add(got.Sub(t0))
 		c.perWorker[g]++
 
@@ -164,12 +177,24 @@ func (c *contention) worker(ctx context.Context, g int, d Driver, key string) {
 // fencing token, if the driver has one. Both need one holder at a time:
 // with several, a release hands nothing over to the next holder, and two
 // holders may reach this point out of the order their tokens were issued.
-func (c *contention) noteAcquired(g int, got time.Time, h Held) {
+func (c *contention) noteAcquired(g int, got time.Time, h Held, key string) {
 	if c.capacity != 1 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.cfg.LockKeys > 1 { // several keys: fences per key; no handoff to speak of
+		if f, ok := h.(Fenced); ok {
+			if c.keyFence == nil {
+				c.keyFence = map[string]int64{}
+			}
+			if last, seen := c.keyFence[key]; seen && f.Fence() <= last {
+				c.fenceBad++
+			}
+			c.fenced, c.keyFence[key] = true, f.Fence()
+		}
+		return
+	}
 	if c.released {
 		gap := got.Sub(c.lastRelease)
 		c.gaps.Add(gap)
@@ -212,6 +237,11 @@ func (c *contention) report(r *Result, elapsed time.Duration) {
 		r.SameOwnerPct = 100 * float64(c.sameOwner) / float64(c.afterRel)
 	}
 	r.PerWorker = c.perWorker
+	for _, n := range c.perWorker {
+		if n == 0 {
+			r.Starved++
+		}
+	}
 	r.Timeouts = int(c.timeouts.Load())
 	r.Overlaps = int(c.overlaps.Load())
 	r.Capacity, r.MostInside = c.capacity, int(c.most.Load())

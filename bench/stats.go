@@ -44,6 +44,8 @@ type Result struct {
 	StealPct  float64 `json:"steal_pct"`
 	OtherPct  float64 `json:"other_pct"` // -1 unknown
 
+	Starved int `json:"starved,omitempty"` // contended: goroutines that never acquired
+
 	// renew
 	Leases    int     `json:"leases,omitempty"`     // leases held and renewed
 	ClientPct float64 `json:"client_pct,omitempty"` // client CPU, % of one core
