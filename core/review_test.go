@@ -102,9 +102,11 @@ func TestReviewReentryFenceAfterCounterExpiry(t *testing.T) {
 
 // A transient stall: three renewals hang for most of a third of the TTL
 // each (then land). Their late answers confirm the lease, and the watchdog
-// must go on renewing it. (TTL 1.2 s, delays 752 ms: the proportions of
-// the 300 ms / 188 ms first written, at a scale a loaded two-core machine's
-// scheduling does not tip over.)
+// must go on renewing it. (TTL 1.2 s; the first renewal, sent 400 ms in,
+// lands 600 ms late, at 1 s: well before the holder's deadline, 1.186 s,
+// yet long after the watchdog gave it up, 267 ms in — at 300 ms / 188 ms,
+// first written, it landed 8 ms before the deadline, and a loaded
+// machine's scheduling lost the lease.)
 func TestReviewLateAnswersKeepRenewing(t *testing.T) {
 	rdb, prefix := sharedRedis(t)
 	kf := newKeyFault(t, rdb)
@@ -117,7 +119,7 @@ func TestReviewLateAnswersKeepRenewing(t *testing.T) {
 	}
 	defer h.Release(ctx)
 	start := time.Now()
-	kf.add(&faultRule{key: prefix + ":{a}", ttlMs: 1200, delay: 752 * time.Millisecond, onWire: true, times: 3})
+	kf.add(&faultRule{key: prefix + ":{a}", ttlMs: 1200, delay: 600 * time.Millisecond, onWire: true, times: 3})
 	select {
 	case <-h.Lost():
 		info, _ := c.Inspect(ctx, "a")

@@ -165,7 +165,7 @@ func config(s *store) belief.Config {
 	var mu sync.Mutex
 	var views []*view
 	return belief.Config{
-		Duration: 3 * time.Second,
+		Duration: 4 * time.Second,
 		Workers:  16,
 		Keys:     []string{"a", "b", "c", "d", "e", "f"},
 		Open: func(i int, obs core.Observer) (*core.Client, error) {
@@ -176,7 +176,10 @@ func config(s *store) belief.Config {
 			return core.New(v, core.WithObserver(obs))
 		},
 		Faults: []belief.Fault{{
-			Name: "stall", Min: 50 * time.Millisecond, Max: 600 * time.Millisecond,
+			// At least the shortest TTL (200 ms): a stalled Client that
+			// holds a lease then loses it, so TestCorrectBackend's run
+			// surely judges losses.
+			Name: "stall", Min: 250 * time.Millisecond, Max: 900 * time.Millisecond,
 			Inject: func(i int) (func(), error) {
 				mu.Lock()
 				defer mu.Unlock()
