@@ -27,9 +27,13 @@ func runContended(ctx context.Context, cfg Config, e *env) (Result, error) {
 		}
 	}()
 
-	// Warm up on a different key: dials, script loads, subscriptions.
+	// Warm up on a different key: dials, script loads, subscriptions —
+	// at most 5 s (thousands of goroutines would take minutes for 4 each).
 	warm := newContention(cfg, 4*cfg.Workers)
-	if err := warm.run(ctx, drivers, e.prefix+"warm"); err != nil {
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	err = warm.run(wctx, drivers, e.prefix+"warm")
+	wcancel()
+	if err != nil {
 		return Result{}, fmt.Errorf("warm-up: %w", err)
 	}
 

@@ -34,6 +34,10 @@ type prober struct {
 }
 
 func (p *prober) take(ctx context.Context) probe {
+	// The run's own time bound (-max-time) may have ended ctx: the probe
+	// that closes a cut-short run still reads the servers.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
 	pr := probe{at: time.Now(), counts: p.counter.Snapshot(), clientCPU: selfCPU(), jiffies: procStat()}
 	if len(p.servers) > 0 {
 		pr.redisOK = true
