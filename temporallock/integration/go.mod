@@ -6,24 +6,41 @@ replace github.com/latchkey/latchkey => ../..
 
 replace github.com/latchkey/latchkey/temporallock => ..
 
-// backends/sqllock, and the modules its go.mod brings for its own tests,
-// from this tree.
+// The backends, and the modules their go.mod files bring for their own
+// tests, from this tree.
 replace (
 	github.com/latchkey/latchkey/backends/adaptertest => ../../backends/adaptertest
+	github.com/latchkey/latchkey/backends/etcdlock => ../../backends/etcdlock
+	github.com/latchkey/latchkey/backends/memcachelock => ../../backends/memcachelock
 	github.com/latchkey/latchkey/backends/sqllock => ../../backends/sqllock
+	github.com/latchkey/latchkey/backends/zklock => ../../backends/zklock
 	github.com/latchkey/latchkey/dbguard => ../../dbguard
 	github.com/latchkey/latchkey/echomw => ../../echomw
 )
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/latchkey/latchkey/backends/etcdlock v0.0.0-00010101000000-000000000000
+	github.com/latchkey/latchkey/backends/memcachelock v0.0.0-00010101000000-000000000000
 	github.com/latchkey/latchkey/backends/sqllock v0.0.0-00010101000000-000000000000
+	github.com/latchkey/latchkey/backends/zklock v0.0.0-00010101000000-000000000000
 	github.com/latchkey/latchkey/temporallock v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
+	go.etcd.io/etcd/client/v3 v3.6.16
 	go.temporal.io/server v1.32.1
 	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.62.0
+)
+
+require (
+	github.com/coreos/go-semver v0.3.1 // indirect
+	github.com/coreos/go-systemd/v22 v22.5.0 // indirect
+	github.com/golang/protobuf v1.5.4 // indirect
+	go.etcd.io/etcd/api/v3 v3.6.16 // indirect
+	go.etcd.io/etcd/client/pkg/v3 v3.6.16 // indirect
 )
 
 require (
@@ -193,22 +210,22 @@ require (
 	go.uber.org/fx v1.24.0 // indirect
 	go.uber.org/mock v0.6.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.27.1 // indirect
+	go.uber.org/zap v1.28.0
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/crypto v0.56.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/exp v0.0.0-20260611194520-c48552f49976 // indirect
-	golang.org/x/net v0.58.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/term v0.45.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/term v0.47.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/api v0.276.0 // indirect
 	google.golang.org/genproto v0.0.0-20260420184626-e10c466a9529 // indirect
-	google.golang.org/genproto/googleapis/api v0.0.0-20260526163538-3dc84a4a5aaa // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20260526163538-3dc84a4a5aaa // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20260803160001-6ac0973c030d // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260803160001-6ac0973c030d // indirect
 	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect

@@ -2,9 +2,11 @@
 // server, started in-process by go.temporal.io/server/temporaltest
 // (SQLite in memory, loopback ports only), with two workers — each with its
 // own Temporal client and core.Client, as two processes would have —
-// polling one task queue. The locks live in Redis, or in SQLite or
-// PostgreSQL through backends/sqllock. It lives in its own module so that the library's
-// go.mod does not inherit the server's dependency tree.
+// polling one task queue. The locks live in Redis, in SQLite or
+// PostgreSQL through backends/sqllock, or in etcd, ZooKeeper or memcached
+// through their backends, on private servers internal/servertest starts.
+// It lives in its own module so that the library's go.mod does not inherit
+// the server's dependency tree.
 package integration_test
 
 import (
@@ -87,8 +89,9 @@ type lockStore struct {
 }
 
 // lockStores are the stores the scenarios run on: Redis (miniredis and a
-// real server), through core.NewRedis, and SQL databases through
-// backends/sqllock — an open backend, given to core.New — unchanged.
+// real server), through core.NewRedis, and the open backends, given to
+// core.New — SQL databases through backends/sqllock, etcd, ZooKeeper and
+// memcached through backends/etcdlock, zklock and memcachelock — unchanged.
 func lockStores() []struct {
 	name string
 	make func(t *testing.T) lockStore
@@ -143,6 +146,9 @@ func lockStores() []struct {
 				return dbtest.Open(t, "pgx", dbtest.PostgresURL(), "PostgreSQL (set DATABASE_URL)", 4)
 			})
 		}},
+		{"etcd", newEtcd},
+		{"zookeeper", newZooKeeper},
+		{"memcached", newMemcached},
 	}
 }
 

@@ -16,8 +16,8 @@ import (
 
 // TestTemporalServer runs the interceptor on a real Temporal server with
 // two workers polling one task queue, on each lock store: the same
-// scenarios on Redis and on sqllock's open backend, whose Clients
-// temporallock takes unchanged.
+// scenarios on Redis and on the open backends (sqllock, etcdlock, zklock,
+// memcachelock), whose Clients temporallock takes unchanged.
 func TestTemporalServer(t *testing.T) {
 	ts := startServer(t)
 	for _, ls := range lockStores() {
@@ -33,7 +33,7 @@ func TestTemporalServer(t *testing.T) {
 
 // WithLimit runs each key on a core.Semaphore (core.CapPrimitives): a
 // Client whose backend offers it takes the option, one whose backend does
-// not — every open backend, sqllock's here — is refused at start-up with
+// not — every open backend here — is refused at start-up with
 // core.ErrUnsupported, not at the first activity.
 func testLimitNeedsPrimitives(t *testing.T, store lockStore) {
 	c := store.client(t)
