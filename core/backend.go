@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -93,6 +94,28 @@ const (
 	fairPoll     = time.Second
 	fairClaim    = time.Second
 )
+
+// On Redis, a queued mutex waiter keeps its entry with a touch every
+// touchPoll (an entry lives touchEntryTTL): it needs no more, because a
+// release that grants the key to the queue's head also tells the waiter
+// behind it ("n:", next in line), which then looks again once the grant's
+// claim window has passed — so a dead head costs the queue one claim
+// window, as before, however seldom the others touch.
+const (
+	touchEntryTTLDefault = 30 * time.Second
+	touchPollDefault     = 10 * time.Second
+)
+
+// touchTimings holds touchPoll and touchEntryTTL, which the tests shorten
+// (atomics: a waiter of another test may still read them).
+var touchTimings = func() (t [2]atomic.Int64) {
+	t[0].Store(int64(touchPollDefault))
+	t[1].Store(int64(touchEntryTTLDefault))
+	return
+}()
+
+func touchPoll() time.Duration     { return time.Duration(touchTimings[0].Load()) }
+func touchEntryTTL() time.Duration { return time.Duration(touchTimings[1].Load()) }
 
 // acquireResult is the outcome of one acquisition attempt.
 type acquireResult struct {

@@ -235,6 +235,9 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 		// (the notifier keeps one that came before the waiter joined).
 		if retries > 0 || s.named {
 			d := fallbackDelay(holderTTL, queued)
+			if _, ok := c.be.(toucher); ok && queued && n.limit == 0 {
+				d = touchDelay(holderTTL)
+			}
 			if c.caps&CapNotify == 0 {
 				d = pollDelay(retries, holderTTL)
 			}
@@ -250,14 +253,30 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 			}
 			timer.Reset(d)
 			woken := false
-			select {
-			case <-w.wake:
-				woken = true
-			case <-timer.C:
-			case <-ctx.Done():
-				return fail(context.Cause(ctx))
-			case <-c.done:
-				return nil, ErrClosed
+		sleep:
+			for {
+				select {
+				case <-w.wake:
+					woken = true
+					break sleep
+				case <-w.next:
+					// Next in line: the key was granted to the waiter
+					// ahead; look again once its claim window has passed
+					// (a head that died leaves the key free then).
+					if !timer.Stop() {
+						select {
+						case <-timer.C:
+						default:
+						}
+					}
+					timer.Reset(fairClaim + jitter(fairClaim/10))
+				case <-timer.C:
+					break sleep
+				case <-ctx.Done():
+					return fail(context.Cause(ctx))
+				case <-c.done:
+					return nil, ErrClosed
+				}
 			}
 			if !timer.Stop() {
 				select {
@@ -338,6 +357,17 @@ func fallbackDelay(holderTTL time.Duration, fair bool) time.Duration {
 		return holderTTL + jitter(2*time.Millisecond)
 	}
 	return limit - jitter(limit/5)
+}
+
+// touchDelay is fallbackDelay for a queued mutex waiter that keeps its
+// place with touches (toucher): up to the holder's expiry plus a little
+// jitter, at most about touchPoll. It is told when it is next in line.
+func touchDelay(holderTTL time.Duration) time.Duration {
+	poll := touchPoll()
+	if holderTTL >= 0 && holderTTL < poll {
+		return holderTTL + jitter(2*time.Millisecond)
+	}
+	return poll - jitter(poll/5)
 }
 
 // Polling, on a backend without notifications (CapNotify): the first

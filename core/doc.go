@@ -40,9 +40,12 @@
 //     release wakes one waiter of each Client. While waiters queue (below),
 //     a release grants the key to the queue's head and tells only that
 //     waiter's Client, on a channel of its own: one handoff wakes one
-//     process, however many wait. A queued waiter that hears nothing keeps
-//     its place with a short call every second, which also finds a grant
-//     whose message was lost. A waiter whose notification went missing
+//     process, however many wait; the waiter next in line is told too, so
+//     that if the head never claims its grant (it died), the next takes the
+//     key once the grant's one-second claim window has passed. A queued
+//     waiter that hears nothing keeps its place with a short call about
+//     every 10 s (its entry lives 30 s), which also finds a grant whose
+//     message was lost. A waiter whose notification went missing
 //     retries no later than the holder's expiry, and at most a few seconds
 //     later. Every wait ends: with ctx, WithWaitTimeout or
 //     WithRetryBudget. No waiter starves: a waiter that has waited 50 ms

@@ -1,5 +1,7 @@
 package core
 
+import "time"
+
 // Test-only views of unexported helpers, for the external test package.
 
 // ValidKey is validKey.
@@ -30,3 +32,14 @@ func mustNew[T any](v T, err error) T {
 // QueueTouchHash is the SHA1 of the script a queued mutex waiter keeps its
 // place with.
 var QueueTouchHash = queueTouchScript.Hash()
+
+// SetTouchTimings sets how often a queued mutex waiter on Redis touches
+// its entry and how long the entry lives, until restore is called.
+func SetTouchTimings(poll, entry time.Duration) (restore func()) {
+	touchTimings[0].Store(int64(poll))
+	touchTimings[1].Store(int64(entry))
+	return func() {
+		touchTimings[0].Store(int64(touchPollDefault))
+		touchTimings[1].Store(int64(touchEntryTTLDefault))
+	}
+}

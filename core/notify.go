@@ -68,6 +68,7 @@ type waiter struct {
 	channel string
 	token   string        // the waiter's token, to route fair grants
 	wake    chan struct{} // capacity 1: a pending wake-up
+	next    chan struct{} // capacity 1: the waiter is next in line (a grant went to the one ahead)
 	watch   bool          // an observer: woken by every message, never handed a release
 }
 
@@ -84,7 +85,7 @@ func newNotifier(sub subscriber, linger time.Duration) *notifier {
 // acquisition after join: a release may have happened before the
 // subscription took effect.
 func (n *notifier) join(ctx context.Context, channel, token string) *waiter {
-	return n.add(ctx, &waiter{channel: channel, token: token, wake: make(chan struct{}, 1)})
+	return n.add(ctx, &waiter{channel: channel, token: token, wake: make(chan struct{}, 1), next: make(chan struct{}, 1)})
 }
 
 // watch registers an observer of channel: its wake channel gets a signal
@@ -249,9 +250,34 @@ func (n *notifier) deliver(channel, payload string) {
 	cs.wakeOne()
 }
 
+// nextPrefix starts a message on a Client's grant channel telling a
+// queued waiter that it is next in line.
+const nextPrefix = "n:"
+
 // deliverGrant handles a message on the grant channel: "g:<token>|<lease
-// channel>" wakes that waiter, and nobody else.
+// channel>" wakes that waiter, and nobody else; "n:<token>|<lease
+// channel>" tells that waiter it is next in line.
 func (n *notifier) deliverGrant(payload string) {
+	if rest, ok := strings.CutPrefix(payload, nextPrefix); ok {
+		tok, lease, ok := strings.Cut(rest, "|")
+		if !ok {
+			return
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if cs := n.chans[lease]; cs != nil {
+			for _, w := range cs.waiters {
+				if w.token == tok && !w.watch && w.next != nil {
+					select {
+					case w.next <- struct{}{}:
+					default:
+					}
+					return
+				}
+			}
+		}
+		return
+	}
 	tok, lease, ok := strings.Cut(strings.TrimPrefix(payload, grantPrefix), "|")
 	if !ok {
 		return

@@ -163,9 +163,11 @@ func WithMetadata(meta string) SharedOption {
 // a new fence, a short claim window — and wakes only that waiter (the
 // message goes to its Client's own channel, not to every process
 // subscribed to the key), so a handoff costs one notification, nobody
-// arriving later can barge in, and there is no thundering herd. A waiter that gives up leaves the queue; one
-// that dies drops out when its entry expires (seconds), and a grant it does
-// not claim passes on. TryLock with WithFair takes the key only when it is
+// arriving later can barge in, and there is no thundering herd. A waiter
+// that gives up leaves the queue; one that dies drops out when its entry
+// expires (30 s on Redis, 3 s in memory), and a grant it does not claim
+// passes on after its one-second claim window (the waiter next in line is
+// told, and looks again then). TryLock with WithFair takes the key only when it is
 // free and nobody queues. All lockers of a key should use it: a non-fair
 // TryLock or Lock ignores the queue. Not available on Redlock. On a
 // Semaphore, permits go in arrival order (see Semaphore); not available on

@@ -155,7 +155,7 @@ func (b *redisBackend) grantArg() (string, bool) {
 // the holder's remaining time, or attempt true if a full attempt could
 // succeed now (the key free or granted to token, or the entry gone).
 func (b *redisBackend) touch(ctx context.Context, n names, token string) (holderTTL time.Duration, attempt bool, err error) {
-	v, err := queueTouchScript.Run(ctx, b.rdb, []string{n.lease, n.queue, n.dues, n.since()}, token, entryTTLArg).Int64()
+	v, err := queueTouchScript.Run(ctx, b.rdb, []string{n.lease, n.queue, n.dues, n.since()}, token, touchEntryTTL().Milliseconds()).Int64()
 	if err != nil || v < 0 {
 		return 0, true, err
 	}
@@ -191,11 +191,11 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 			ch, heard = b.grantArg()
 		}
 		script, keys = acquireFairScript, []string{n.lease, n.fence, n.queue, n.dues, n.since()}
-		args = append(args, entryTTLArg, join, ch)
+		args = append(args, touchEntryTTL().Milliseconds(), join, ch)
 	case enqueue:
 		ch, heard = b.grantArg()
 		keys = append(keys, n.queue, n.dues, n.since())
-		args = append(args, entryTTLArg, ch)
+		args = append(args, touchEntryTTL().Milliseconds(), ch)
 	}
 	if b.ackN > 0 {
 		return b.acquireAcked(ctx, n, token, script, keys, args)

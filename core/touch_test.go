@@ -54,10 +54,12 @@ func (h *shaCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 }
 
 // A queued waiter that hears nothing keeps its place with the short touch
-// script, not a full attempt, for longer than a queue entry lives (3 s);
+// script, not a full attempt, for longer than a queue entry lives (here
+// touches every second, entries of 3 s);
 // and a grant whose message was lost is found by the next touch, which
 // sends the waiter to claim it.
 func TestQueuedWaiterTouches(t *testing.T) {
+	defer core.SetTouchTimings(time.Second, 3*time.Second)()
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t, rdb)
 	ctx := ctxFor(t, 30*time.Second)
@@ -113,5 +115,64 @@ func TestQueuedWaiterTouches(t *testing.T) {
 		l.Release(ctx)
 	case <-time.After(3 * time.Second):
 		t.Fatal("the waiter never found the grant its message did not announce")
+	}
+}
+
+// A release that grants the key to the queue's head tells the waiter
+// behind it that it is next: when the head is dead and never claims, that
+// waiter takes the key once the grant's claim window (1 s) has passed —
+// not at its next touch, which comes only every 10 s.
+func TestNextInLineAfterDeadHead(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	ctx := ctxFor(t, 30*time.Second)
+	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+	defer a.Close()
+	w := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
+	defer w.Close()
+
+	holder, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A queued waiter that died: its entry lives 20 s more.
+	q, qt := prefix+":{k}:q", prefix+":{k}:qt"
+	now, _ := rdb.Time(ctx).Result()
+	rdb.RPush(ctx, q, "dead-waiter")
+	rdb.ZAdd(ctx, qt, redis.Z{Score: float64(now.Add(20 * time.Second).UnixMilli()), Member: "dead-waiter"})
+
+	got := make(chan *core.Lock, 1)
+	go func() {
+		l, err := w.Lock(ctx, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for n, _ := rdb.LLen(ctx, q).Result(); n < 2; n, _ = rdb.LLen(ctx, q).Result() {
+		if time.Now().After(deadline) {
+			t.Fatal("live waiter never queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // its subscriptions flow
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-got:
+		if l == nil {
+			t.FailNow()
+		}
+		d := time.Since(released)
+		t.Logf("the waiter behind a dead head got the key %v after the release", d)
+		if d < 900*time.Millisecond {
+			t.Errorf("got the key after %v, before the dead head's claim window ended", d)
+		}
+		l.Release(ctx)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter behind a dead head did not get the key within 5 s of the release (its touch comes every 10 s: it was not told it was next)")
 	}
 }

@@ -37,6 +37,17 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
     else
       redis.call('PUBLISH', KEYS[1], 'g:' .. head)
     end
+    -- The waiter next in line hears it is ("n:<token>|<lease>", on its own
+    -- Client's channel): it looks again once the grant's claim window has
+    -- passed, so a head that died costs one claim window.
+    local nxt = redis.call('LINDEX', KEYS[3], 0)
+    if nxt then
+      local s2 = redis.call('HGET', KEYS[5], nxt)
+      local chan2 = s2 and string.match(s2, '^%d+|(.+)$')
+      if chan2 then
+        redis.call('PUBLISH', chan2, 'n:' .. nxt .. '|' .. KEYS[1])
+      end
+    end
     return 1
   end
 end
