@@ -1,12 +1,11 @@
 package etcdlock_test
 
 import (
-	"crypto/rand"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/latchkey/latchkey/backends/adaptertest"
 	"github.com/latchkey/latchkey/backends/etcdlock"
 	"github.com/latchkey/latchkey/core"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -46,72 +45,28 @@ func TestRecordExpiresByEtcd(t *testing.T) {
 }
 
 // Eight Clients, each on a connection of its own, claim the same tick at
-// once, for 20 ticks: exactly one claim of each succeeds.
+// once, for 20 ticks: exactly one claim of each succeeds (etcd's minimum
+// lease TTL is too long to race for an expired claim every round).
 func TestClaimRace(t *testing.T) {
 	ep := startEtcd(t)
 	var nodes []*core.Records
 	for range 8 {
 		nodes = append(nodes, newClient(t, newCli(t, ep)).Records())
 	}
-	ctx := ctxT(t)
-	job := rand.Text()[:8]
-	for round := range 20 {
-		planned := time.Now()
-		key := job + ":" + planned.Format(time.RFC3339Nano)
-		var won atomic.Int32
-		var wg sync.WaitGroup
-		for i, r := range nodes {
-			wg.Go(func() {
-				v, err := r.ClaimWithin(ctx, key, string(rune('a'+i)), 2*time.Second, planned, time.Second)
-				if err != nil {
-					t.Error(err)
-				}
-				if v == core.Claimed {
-					won.Add(1)
-				}
-			})
-		}
-		wg.Wait()
-		if n := won.Load(); n != 1 {
-			t.Fatalf("round %d: %d claims of one tick succeeded, want 1", round, n)
-		}
-	}
+	adaptertest.ClaimRace(t, nodes, 0)
 }
 
-// The clock-skew bound: Client b's clock is behind a's by the declared
-// skew. a claims the tick at once, with a one-millisecond TTL and a
-// one-second window; b keeps claiming it until its own clock says it is
-// late, which is three seconds after the window ended. etcd would have
+// The clock-skew bound (adaptertest.ClaimWithinSkew): etcd would have
 // deleted a claim kept for just its window (a lease of etcd's minimum TTL)
-// long before; the claim is kept the skew longer, so b never wins.
+// long before b's clock says the tick is late; the claim is kept the skew
+// longer, so b never wins.
 func TestClaimWithinSkew(t *testing.T) {
 	const skew = 3 * time.Second
 	ep := startEtcd(t)
 	a := newClient(t, newCli(t, ep), etcdlock.WithClockSkew(skew)).Records()
 	b := newClient(t, newCli(t, ep), etcdlock.WithClockSkew(skew),
 		etcdlock.WithClock(func() time.Time { return time.Now().Add(-skew) })).Records()
-	ctx := ctxT(t)
-	planned := time.Now()
-	key := "skew:" + rand.Text()[:8]
-	if v, err := a.ClaimWithin(ctx, key, "a", time.Millisecond, planned, time.Second); err != nil || v != core.Claimed {
-		t.Fatalf("a's claim: %v %v", v, err)
-	}
-	for {
-		v, err := b.ClaimWithin(ctx, key, "b", time.Millisecond, planned, time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch v {
-		case core.Claimed:
-			t.Fatalf("b claimed the tick %v after a, its clock %v behind", time.Since(planned), skew)
-		case core.ClaimLate:
-			if d := time.Since(planned); d < time.Second+skew {
-				t.Fatalf("b late after %v, before its clock passed the window", d)
-			}
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	adaptertest.ClaimWithinSkew(t, a, b, skew)
 }
 
 // A claim that etcd committed but whose answer came back after the

@@ -2,11 +2,10 @@ package zklock_test
 
 import (
 	"crypto/rand"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/latchkey/latchkey/backends/adaptertest"
 	"github.com/latchkey/latchkey/backends/zklock"
 	"github.com/latchkey/latchkey/core"
 )
@@ -69,43 +68,7 @@ func TestClaimRace(t *testing.T) {
 	for range 8 {
 		nodes = append(nodes, newClient(t).Records())
 	}
-	ctx := ctxT(t)
-	job := rand.Text()[:8]
-	race := func(round int, what, key string, claim func(r *core.Records, node string) (bool, error)) {
-		var won atomic.Int32
-		var wg sync.WaitGroup
-		for i, r := range nodes {
-			wg.Go(func() {
-				ok, err := claim(r, string(rune('a'+i)))
-				if err != nil {
-					t.Error(err)
-				}
-				if ok {
-					won.Add(1)
-				}
-			})
-		}
-		wg.Wait()
-		if n := won.Load(); n != 1 {
-			t.Fatalf("round %d, %s: %d claims succeeded, want 1", round, what, n)
-		}
-	}
-	for round := range 20 {
-		planned := time.Now()
-		key := job + ":" + planned.Format(time.RFC3339Nano)
-		race(round, "a fresh tick", key, func(r *core.Records, node string) (bool, error) {
-			v, err := r.ClaimWithin(ctx, key, node, 2*time.Second, planned, time.Second)
-			return v == core.Claimed, err
-		})
-		old := key + ":old"
-		if ok, err := nodes[0].Claim(ctx, old, "first", 20*time.Millisecond); err != nil || !ok {
-			t.Fatalf("Claim: %v %v", ok, err)
-		}
-		time.Sleep(40 * time.Millisecond)
-		race(round, "an expired claim", old, func(r *core.Records, node string) (bool, error) {
-			return r.Claim(ctx, old, node, time.Minute)
-		})
-	}
+	adaptertest.ClaimRace(t, nodes, 40*time.Millisecond)
 }
 
 // Expired records are deleted: a record write starts a sweep (here at
