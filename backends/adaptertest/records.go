@@ -95,3 +95,35 @@ func ClaimWithinSkew(t *testing.T, a, b *core.Records, skew time.Duration) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// RecordExpires sets a record of ttl through r and checks that it can be
+// read at once, is gone no earlier than ttl later, and is gone within
+// within (the store's expiry, rounding included).
+func RecordExpires(t *testing.T, r *core.Records, key string, ttl, within time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within+10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := r.Set(ctx, key, "v", ttl); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := r.Get(ctx, key); err != nil || !ok || v != "v" {
+		t.Fatalf("Get at once: %q %v %v", v, ok, err)
+	}
+	for {
+		_, ok, err := r.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if time.Since(start) > within {
+			t.Fatalf("a record of %v still there after %v", ttl, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if d := time.Since(start); d < ttl {
+		t.Fatalf("a record of %v gone after %v", ttl, d)
+	}
+}

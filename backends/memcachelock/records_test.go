@@ -15,30 +15,7 @@ import (
 func TestRecordExpiresByMemcached(t *testing.T) {
 	srv := startServer(t)
 	r := newClient(t, newMC(t, srv)).Records()
-	ctx := ctxT(t)
-	start := time.Now()
-	if err := r.Set(ctx, "exp", "v", time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if v, ok, err := r.Get(ctx, "exp"); err != nil || !ok || v != "v" {
-		t.Fatalf("Get at once: %q %v %v", v, ok, err)
-	}
-	for {
-		_, ok, err := r.Get(ctx, "exp")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			break
-		}
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("a record of one second still there after five")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if d := time.Since(start); d < time.Second {
-		t.Fatalf("a record of one second gone after %v", d)
-	}
+	adaptertest.RecordExpires(t, r, "exp", time.Second, 5*time.Second)
 }
 
 // Eight nodes, each on a memcache.Client of its own, claim the same tick
