@@ -127,3 +127,36 @@ func RecordExpires(t *testing.T, r *core.Records, key string, ttl, within time.D
 		t.Fatalf("a record of %v gone after %v", ttl, d)
 	}
 }
+
+// AnsweredLate returns a clock for a claimer: planned at its first
+// reading (the claim is sent in time), two seconds later at every other
+// (it is answered after a one-second window) — for ClaimLateTakenBack.
+func AnsweredLate(planned time.Time) func() time.Time {
+	var calls atomic.Int32
+	return func() time.Time {
+		if calls.Add(1) == 1 {
+			return planned
+		}
+		return planned.Add(2 * time.Second)
+	}
+}
+
+// ClaimLateTakenBack checks a store that judges claims by the claimer's
+// clock: late, whose clock is AnsweredLate(planned), claims a tick of a
+// one-second window and must hear it was late; other (a Client of its
+// own) then finds no record left, and its claim in time succeeds.
+func ClaimLateTakenBack(t *testing.T, late, other *core.Records, planned time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := "slow:" + rand.Text()[:8]
+	if v, err := late.ClaimWithin(ctx, key, "n1", time.Minute, planned, time.Second); err != nil || v != core.ClaimLate {
+		t.Fatalf("a claim answered after the window: %v %v, want late", v, err)
+	}
+	if _, ok, err := other.Get(ctx, key); err != nil || ok {
+		t.Fatalf("a late claim left a record: %v %v", ok, err)
+	}
+	if v, err := other.ClaimWithin(ctx, key, "n2", time.Minute, planned, time.Minute); err != nil || v != core.Claimed {
+		t.Fatalf("a claim in time after the late one: %v %v", v, err)
+	}
+}

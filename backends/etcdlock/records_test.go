@@ -1,7 +1,6 @@
 package etcdlock_test
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,24 +59,8 @@ func TestClaimWithinSkew(t *testing.T) {
 func TestClaimLateAfterCommit(t *testing.T) {
 	ep := startEtcd(t)
 	planned := time.Now()
-	var calls atomic.Int32
-	late := newClient(t, newCli(t, ep), etcdlock.WithClock(func() time.Time {
-		if calls.Add(1) == 1 {
-			return planned // sent in time…
-		}
-		return planned.Add(2 * time.Second) // …answered after the window
-	})).Records()
-	ctx := ctxT(t)
-	if v, err := late.ClaimWithin(ctx, "slow", "n1", time.Minute, planned, time.Second); err != nil || v != core.ClaimLate {
-		t.Fatalf("a claim answered after the window: %v %v, want late", v, err)
-	}
-	r := newClient(t, newCli(t, ep)).Records()
-	if _, ok, err := r.Get(ctx, "slow"); err != nil || ok {
-		t.Fatalf("a late claim left a record: %v %v", ok, err)
-	}
-	if v, err := r.ClaimWithin(ctx, "slow", "n2", time.Minute, planned, time.Minute); err != nil || v != core.Claimed {
-		t.Fatalf("a claim in time after the late one: %v %v", v, err)
-	}
+	late := newClient(t, newCli(t, ep), etcdlock.WithClock(adaptertest.AnsweredLate(planned))).Records()
+	adaptertest.ClaimLateTakenBack(t, late, newClient(t, newCli(t, ep)).Records(), planned)
 }
 
 // Records have keys of their own: a record and a lock of the same key do

@@ -1,7 +1,6 @@
 package memcachelock_test
 
 import (
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,24 +49,8 @@ func TestClaimWithinSkew(t *testing.T) {
 func TestClaimLateAfterAdd(t *testing.T) {
 	srv := startServer(t)
 	planned := time.Now()
-	var calls atomic.Int32
-	late := newClient(t, newMC(t, srv), memcachelock.WithClock(func() time.Time {
-		if calls.Add(1) == 1 {
-			return planned // sent in time…
-		}
-		return planned.Add(2 * time.Second) // …answered after the window
-	})).Records()
-	ctx := ctxT(t)
-	if v, err := late.ClaimWithin(ctx, "slow", "n1", time.Minute, planned, time.Second); err != nil || v != core.ClaimLate {
-		t.Fatalf("a claim answered after the window: %v %v, want late", v, err)
-	}
-	r := newClient(t, newMC(t, srv)).Records()
-	if _, ok, err := r.Get(ctx, "slow"); err != nil || ok {
-		t.Fatalf("a late claim left a record: %v %v", ok, err)
-	}
-	if v, err := r.ClaimWithin(ctx, "slow", "n2", time.Minute, planned, time.Minute); err != nil || v != core.Claimed {
-		t.Fatalf("a claim in time after the late one: %v %v", v, err)
-	}
+	late := newClient(t, newMC(t, srv), memcachelock.WithClock(adaptertest.AnsweredLate(planned))).Records()
+	adaptertest.ClaimLateTakenBack(t, late, newClient(t, newMC(t, srv)).Records(), planned)
 }
 
 // Records live in items of their own: a record and a lock of the same key
