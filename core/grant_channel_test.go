@@ -25,7 +25,7 @@ func TestGrantReachesOneClient(t *testing.T) {
 	}
 	a, b, c := open(), open(), open()
 
-	lease, q := prefix+":{k}", prefix+":{k}:q"
+	lease := prefix + ":{k}"
 	ps := rdb.Subscribe(ctx, lease)
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
@@ -57,13 +57,7 @@ func TestGrantReachesOneClient(t *testing.T) {
 			}
 			ch <- got{l, time.Now()}
 		}()
-		deadline := time.Now().Add(5 * time.Second)
-		for n, _ := rdb.LLen(ctx, q).Result(); n < queued; n, _ = rdb.LLen(ctx, q).Result() {
-			if time.Now().After(deadline) {
-				t.Fatalf("waiter %d never queued", queued)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitQueueLen(ctx, t, rdb, prefix, "k", queued)
 		return ch
 	}
 	gotB := wait(b, 1)

@@ -280,10 +280,7 @@ func TestFairDeadWaiterPassesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A waiter that queued and then crashed: its entry lives a few seconds.
-	q, qt := prefix+":{k}:q", prefix+":{k}:qt"
-	now, _ := rdb.Time(ctx).Result()
-	rdb.RPush(ctx, q, "dead-waiter")
-	rdb.ZAdd(ctx, qt, redis.Z{Score: float64(now.Add(10 * time.Second).UnixMilli()), Member: "dead-waiter"})
+	queueDeadWaiter(ctx, t, rdb, prefix, "k", 10*time.Second)
 
 	got := make(chan *core.Lock, 1)
 	go func() {
@@ -293,13 +290,7 @@ func TestFairDeadWaiterPassesOn(t *testing.T) {
 		}
 		got <- l
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for n, _ := rdb.LLen(ctx, q).Result(); n < 2; n, _ = rdb.LLen(ctx, q).Result() {
-		if time.Now().After(deadline) {
-			t.Fatal("live waiter never queued")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitQueueLen(ctx, t, rdb, prefix, "k", 2)
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

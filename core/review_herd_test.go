@@ -105,14 +105,8 @@ func TestReviewObserveSeesGrantedHandoff(t *testing.T) {
 		}
 		got <- l
 	}()
-	q, qs := prefix+":{k}:q", prefix+":{k}:qs"
-	deadline := time.Now().Add(5 * time.Second)
-	for n, _ := rdb.LLen(ctx, q).Result(); n < 1; n, _ = rdb.LLen(ctx, q).Result() {
-		if time.Now().After(deadline) {
-			t.Fatal("the waiter never queued")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	qs := prefix + ":{k}:qs"
+	waitQueueLen(ctx, t, rdb, prefix, "k", 1)
 	for _, v := range rdb.HVals(ctx, qs).Val() {
 		if !strings.Contains(v, "|") {
 			t.Logf("the waiter queued without a grant channel (%q): the check below is weaker", v)

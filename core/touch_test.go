@@ -136,10 +136,7 @@ func TestNextInLineAfterDeadHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A queued waiter that died: its entry lives 20 s more.
-	q, qt := prefix+":{k}:q", prefix+":{k}:qt"
-	now, _ := rdb.Time(ctx).Result()
-	rdb.RPush(ctx, q, "dead-waiter")
-	rdb.ZAdd(ctx, qt, redis.Z{Score: float64(now.Add(20 * time.Second).UnixMilli()), Member: "dead-waiter"})
+	queueDeadWaiter(ctx, t, rdb, prefix, "k", 20*time.Second)
 
 	got := make(chan *core.Lock, 1)
 	go func() {
@@ -149,13 +146,7 @@ func TestNextInLineAfterDeadHead(t *testing.T) {
 		}
 		got <- l
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for n, _ := rdb.LLen(ctx, q).Result(); n < 2; n, _ = rdb.LLen(ctx, q).Result() {
-		if time.Now().After(deadline) {
-			t.Fatal("live waiter never queued")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitQueueLen(ctx, t, rdb, prefix, "k", 2)
 	time.Sleep(100 * time.Millisecond) // its subscriptions flow
 	released := time.Now()
 	if err := holder.Release(ctx); err != nil {

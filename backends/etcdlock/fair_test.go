@@ -9,30 +9,12 @@ import (
 
 	"github.com/latchkey/latchkey/backends/etcdlock"
 	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/core/locktest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // leaseName is the name the Client gives key's lease (the default prefix).
 func leaseName(key string) string { return "latchkey:{" + key + "}" }
-
-// waitQueued waits until Inspect shows n waiters queued for key.
-func waitQueued(t *testing.T, c *core.Client, key string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := c.Inspect(context.Background(), key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.Waiters == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d waiters queued, want %d", info.Waiters, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // Three processes (a Client each, on a connection of its own) queue in
 // turn behind a fourth: they get the key in the order they queued —
@@ -73,7 +55,7 @@ func TestFairOrderAcrossProcesses(t *testing.T) {
 				t.Errorf("waiter %d: release: %v", i, err)
 			}
 		}()
-		waitQueued(t, holder, key, i+1)
+		locktest.WaitWaiters(t, holder, key, i+1)
 	}
 	time.Sleep(50 * time.Millisecond)
 	info, err := holder.Inspect(ctx, key)
@@ -142,7 +124,7 @@ func TestFairDeadWaiter(t *testing.T) {
 		}
 		deadDone <- err
 	}()
-	waitQueued(t, holder, key, 1)
+	locktest.WaitWaiters(t, holder, key, 1)
 	next := newClient(t, newCli(t, ep))
 	got := make(chan time.Time, 1)
 	go func() {
@@ -152,10 +134,11 @@ func TestFairDeadWaiter(t *testing.T) {
 			close(got)
 			return
 		}
-		got <- time.Now()
-		l.Release(context.Background())
+		at := time.Now()
+		l.Release(context.Background()) // before the test ends and its Client closes
+		got <- at
 	}()
-	waitQueued(t, holder, key, 2)
+	locktest.WaitWaiters(t, holder, key, 2)
 	deadCli.Close() // dies: no release of its entry, no renewal
 	if err := <-deadDone; err == nil {
 		t.Fatal("the dead waiter's Lock ended without an error")

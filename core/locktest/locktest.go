@@ -162,8 +162,9 @@ func stealLease(t *testing.T, c *core.Client, token, key string) {
 	mustRelease(t, other)
 }
 
-// waitWaiters waits until Inspect shows n fair waiters on key.
-func waitWaiters(t *testing.T, c *core.Client, key string, n int) {
+// WaitWaiters waits, at most 10 s, until c's Inspect shows n waiters
+// queued on key (a backend's own tests use it too).
+func WaitWaiters(t *testing.T, c *core.Client, key string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

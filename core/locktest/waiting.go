@@ -133,7 +133,7 @@ func testFairOrder(t *testing.T, c *core.Client, key string) {
 			time.Sleep(2 * time.Millisecond)
 			l.Release(context.Background())
 		}()
-		waitWaiters(t, c, key, i+1) // arrival order is known
+		WaitWaiters(t, c, key, i+1) // arrival order is known
 	}
 	// TryLock in fair mode does not jump the queue, and does not join it.
 	if _, err := c.TryLock(ctxT(t), key, core.WithFair()); !errors.Is(err, core.ErrNotAcquired) {
@@ -164,7 +164,7 @@ func testFairGiveUp(t *testing.T, c *core.Client, key string) {
 		_, err := c.Lock(quit, key, core.WithFair())
 		quitter <- err
 	}()
-	waitWaiters(t, c, key, 1)
+	WaitWaiters(t, c, key, 1)
 	got := make(chan error, 1)
 	go func() {
 		// The grant must come by notification: the fallback poll of a fair
@@ -175,12 +175,12 @@ func testFairGiveUp(t *testing.T, c *core.Client, key string) {
 		}
 		got <- err
 	}()
-	waitWaiters(t, c, key, 2)
+	WaitWaiters(t, c, key, 2)
 	giveUp()
 	if err := <-quitter; !errors.Is(err, core.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("quitter: %v", err)
 	}
-	waitWaiters(t, c, key, 1) // it left the queue
+	WaitWaiters(t, c, key, 1) // it left the queue
 	mustRelease(t, holder)
 	if err := <-got; err != nil {
 		t.Fatalf("second waiter after the first gave up: %v", err)
