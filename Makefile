@@ -13,7 +13,7 @@ MODULES   := . ./backends/sqllock ./backends/etcdlock ./backends/zklock ./backen
 PKGS      := ./...
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: all demo test ci browser servers soak fuzz test-temporal vet fmt-check readme-check lean-check lint bench bench-smoke tidy
+.PHONY: all demo test ci browser servers soak fuzz test-temporal vet fmt-check readme-check lean-check lint bench bench-smoke bench-report tidy
 
 all: vet test
 
@@ -107,6 +107,13 @@ lint: vet fmt-check
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./core
 	cd bench && $(GO) run . -matrix -rounds 3
+
+## bench-report: the SVG charts in bench/results/ again, from the saved runs
+## that bench/README.md shows (BENCH_RESULTS); no server needed
+BENCH_RESULTS ?= results/final-20261122.jsonl results/redlock-20261122.jsonl \
+	results/primitives-20261125-after.jsonl results/backends-20261126.jsonl
+bench-report:
+	cd bench && $(GO) run ./cmd/charts $(BENCH_RESULTS)
 
 ## bench-smoke: every benchmark once, briefly, so they keep compiling and running
 bench-smoke:
