@@ -103,10 +103,16 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint: vet fmt-check
 	@for m in $(MODULES); do (cd $$m && echo "==> staticcheck $$m" && $(GO) run $(STATICCHECK) ./...) || exit 1; done
 
-## bench: core micro-benchmarks and the peer comparison (needs Redis)
+## bench: core micro-benchmarks, then the peer matrix (BENCH_MATRIX sizes,
+## BENCH_ROUNDS rounds) on private redis-servers: 5, for the Redlock rows;
+## needs redis-server. Its report ends with one verdict line per target:
+## MET, NOT MET or NOT MEASURED, the figure and the bar
+BENCH_DRIVERS ?= raw,redislock,redsync,latchkey,redsync5,latchkey-redlock5
+BENCH_MATRIX  ?= full
+BENCH_ROUNDS  ?= 3
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./core
-	cd bench && $(GO) run . -matrix -rounds 3
+	cd bench && $(GO) run . -matrix $(BENCH_MATRIX) -rounds $(BENCH_ROUNDS) -spawn 1 -drivers $(BENCH_DRIVERS)
 
 ## bench-report: the SVG charts in bench/results/ again, from the saved runs
 ## that bench/README.md shows (BENCH_RESULTS); no server needed

@@ -16,7 +16,8 @@ import (
 )
 
 // writeReport prints the markdown report: setup, a summary, the checks
-// against latchkey's targets, then every table in full.
+// against latchkey's targets, every table in full, then one verdict line
+// per target (verdicts.go).
 func writeReport(w io.Writer, results []Result, m reportMeta) {
 	gs := groups(results)
 	fmt.Fprintf(w, "## Setup\n\n")
@@ -45,6 +46,8 @@ func writeReport(w io.Writer, results []Result, m reportMeta) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprint(w, legend)
+	fmt.Fprintln(w)
+	writeVerdicts(w, gs)
 }
 
 const legend = `Columns: "cmds" are commands seen by go-redis process/pipeline hooks on every

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// run builds a result as the matrix would have written it.
+func run(scenario, label string, workers int, think float64, f func(*Result)) Result {
+	r := Result{Scenario: scenario, Driver: strings.Fields(label)[0], Workers: workers, ThinkUS: think,
+		Rate: 1000, P50: 100, Ops: 100, Cmds: 3, Trips: 3, Wire: 3, Executed: -1, RedisCPU: -1, OtherPct: -1}
+	describe(&r, Config{Scenario: scenario, Driver: r.Driver, Workers: workers, Hold: time.Millisecond,
+		Think: time.Duration(think) * time.Microsecond, Keys: "cycle"})
+	r.Label = label
+	if scenario == "contended" {
+		r.HoldP50, r.WaitP99, r.PerWorker = 1000, 1500, []int{50, 50}
+		r.HandoffN, r.HandoffP50, r.HandoffP99 = 10, 200, 500
+	}
+	f(&r)
+	return r
+}
+
+func TestVerdictsOneLinePerTarget(t *testing.T) {
+	paired := func(p50 float64) func(*Result) {
+		return func(r *Result) {
+			describe(r, Config{Scenario: "serial", Driver: r.Driver, Workers: 1, Keys: "cycle", Pair: "raw"})
+			r.P50, r.PairP50 = p50, 100
+		}
+	}
+	results := []Result{
+		run("serial", "raw", 1, 0, func(*Result) {}),
+		run("serial", "latchkey", 1, 0, func(r *Result) { r.P50 = 200 }), // unpaired: not what decides
+		run("serial", "latchkey", 1, 0, paired(103)),
+		run("serial", "latchkey", 1, 0, paired(104)),
+		run("parallel", "raw", 16, 0, func(*Result) {}),
+		run("parallel", "latchkey", 16, 0, func(r *Result) { r.Rate = 800 }),
+		run("contended", "raw", 2, 500, func(*Result) {}),
+		run("contended", "latchkey", 2, 500, func(r *Result) { r.HandoffP99 = 700 }),
+		run("contended", "raw", 8, 0, func(r *Result) { r.WaitP99 = 40000 }),
+		run("contended", "latchkey", 8, 0, func(r *Result) { r.WaitP99 = 30000; r.PerWorker = []int{5, 20} }),
+		run("serial", "redsync5", 1, 0, func(r *Result) { r.P50 = 600 }),
+		run("serial", "latchkey-redlock5", 1, 0, func(r *Result) { r.P50 = 500 }),
+	}
+	var buf bytes.Buffer
+	writeReport(&buf, results, reportMeta{})
+	out := buf.String()
+	_, tail, ok := strings.Cut(out, "## Verdicts\n")
+	if !ok {
+		t.Fatalf("no verdicts:\n%s", out)
+	}
+	var lines []string
+	for _, l := range strings.Split(tail, "\n") {
+		if strings.HasPrefix(l, "- ") {
+			lines = append(lines, l)
+		}
+	}
+	if n := len(verdicts(groups(results))); len(lines) != n {
+		t.Fatalf("%d verdict lines, want one per target (%d):\n%s", len(lines), n, tail)
+	}
+	for _, want := range []string{
+		"- MET: serial p50 ≤ 1.05× raw in every run — worst run 1.04× raw",
+		"- NOT MET: parallel cycles/s ≥ 0.9× raw — 0.80× raw (800 vs 1000 cycles/s)",
+		"- MET: handoff p50 ≤ 250 µs to a goroutine already waiting — 200 µs (2 goroutines, think 500 µs)",
+		"- NOT MET: handoff p99 ≤ 600 µs to a goroutine already waiting — 700 µs (2 goroutines, think 500 µs)",
+		"- MET: wait p99 with 8 goroutines ≤ raw's — 30.0 vs raw 40.0 ms (8 goroutines, greedy)",
+		"- NOT MET: wait p99 ≤ 2 × waiters × hold, every contended table below 1,000 goroutines — worst of 2 tables: 30.0 ms against a bar of 14.0 ms (8 goroutines, greedy)",
+		"- NOT MEASURED: 1,000 waiters on one key",
+		"- MET: ≤ 4 commands per acquisition — at most 3.00 (hooks), 3.00 (wire) over 2 contended tables",
+		"- NOT MET: no goroutine below half the mean acquisitions — least-served / mean 0.40 at worst (8 goroutines, greedy)",
+		"- MET: 0 overlaps, fence regressions, timeouts and errors — 0 over 6 runs",
+		"- NOT MEASURED: renewing 100k leases",
+		"- MET: Redlock over 5 nodes, uncontended cycle: p50 ≤ redsync5's — 500 vs 600 µs (0.83×)",
+		"- NOT MEASURED: Redlock over 5 nodes, contended",
+	} {
+		if !strings.Contains(tail, want) {
+			t.Errorf("verdicts lack %q:\n%s", want, tail)
+		}
+	}
+	if !strings.HasSuffix(strings.TrimSpace(out), lines[len(lines)-1]) {
+		t.Errorf("the report does not end with the verdicts")
+	}
+}
+
+func TestRenewVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		client, redis float64
+		lost          int
+		want          outcome
+	}{
+		{12, 10, 0, met},
+		{12, 10, 1, notMet},
+		{16, 10, 0, notMet},
+		{12, -1, 0, notMet}, // Redis CPU unknown: not shown to be within the bar
+	} {
+		r := Result{Scenario: "renew", Driver: "latchkey", Leases: 100000, ClientPct: tc.client, RedisPct: tc.redis, Lost: tc.lost}
+		if v := renewVerdict([]Result{r}); v.outcome != tc.want {
+			t.Errorf("%+v: %v (%s), want %v", tc, v.outcome, v.measured, tc.want)
+		}
+	}
+	if v := renewVerdict(nil); v.outcome != unmeasured {
+		t.Errorf("no renew run: %v", v.outcome)
+	}
+}
