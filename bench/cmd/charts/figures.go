@@ -111,8 +111,8 @@ func matrixFigures(rs []record) []figure {
 	if b := baseline(parallelP.categories, parallelP.series); b > 0 {
 		parallelP.targets = []target{{fmt.Sprintf("latchkey's target: ≥ %.1f× raw", targetParallel), targetParallel * b}}
 	}
-	cpuP := newPanel("the same runs: CPU per cycle (Redis: only with a private server)",
-		"µs per cycle", cpu, driverRank, noRank)
+	cpuP := newPanel("the same runs: CPU per cycle (Redis: all its servers, known when they are private)",
+		"µs per cycle", cpu, driverRank, func(s string) int { return map[string]int{"client": 0, "Redis": 1}[s] })
 	acqP := newPanel("contended: goroutines on one key, hold 1 ms", "acquisitions/s", acq, driverRank, settingRank)
 	waitP := newPanel("contended: wait p99 (Acquire call to return)", "ms, log scale", wait, driverRank, settingRank)
 	waitP.log = true
