@@ -26,8 +26,8 @@ const fenceRetention = 5 * time.Minute
 type names struct {
 	lease string // "<prefix>:{<key>}", also its release channel
 	fence string // "<prefix>:{<key>}:fence"
-	queue string // "<prefix>:{<key>}:q", fair waiters in arrival order
-	dues  string // "<prefix>:{<key>}:qt", fair waiters' entry deadlines
+	queue string // "<prefix>:{<key>}:w", queued waiters (scripts/lib_wait.lua)
+	dues  string // a semaphore's or read-write lock's (below); a mutex has none
 
 	// A semaphore's names instead (limit > 0): lease "<prefix>:{<key>}:sem"
 	// holds the permits (and is the release channel), fence
@@ -50,20 +50,20 @@ const (
 	rwWrite = -2
 )
 
-// since names the hash of the queue's arrival times (token -> ms): the
-// queue's name plus "s" ("…:qs"; a semaphore's "…:sem:qs", a read-write
-// lock's "…:rw:qs"). Built when needed: it is not on the hot path.
+// since names the hash of a semaphore's or read-write lock's queue's
+// arrival times (token -> ms): the queue's name plus "s" ("…:sem:qs",
+// "…:rw:qs"; a mutex has none). Built when needed: it is not on the hot
+// path.
 func (n names) since() string { return n.queue + "s" }
 
 // rw reports whether n names a read-write lock.
 func (n names) rw() bool { return n.limit == rwRead || n.limit == rwWrite }
 
 func (c *Client) names(key string) names {
-	// Two allocations for four names: each pair shares its bytes.
+	// Two allocations for three names: the lease shares the fence's bytes.
 	fence := c.cfg.prefix + ":{" + key + "}:fence"
 	lease := fence[:len(fence)-len(":fence")]
-	dues := lease + ":qt"
-	return names{lease: lease, fence: fence, queue: dues[:len(dues)-1], dues: dues}
+	return names{lease: lease, fence: fence, queue: lease + ":w"}
 }
 
 // kindNames are the storage names of key for a mutex (limit 0), a

@@ -42,10 +42,13 @@
 //     waiter's Client, on a channel of its own: one handoff wakes one
 //     process, however many wait; the waiter next in line is told too, so
 //     that if the head never claims its grant (it died), the next takes the
-//     key once the grant's one-second claim window has passed. A queued
-//     waiter that hears nothing keeps its place with a short call about
-//     every 10 s (its entry lives 30 s), which also finds a grant whose
-//     message was lost. A waiter whose notification went missing
+//     key once the grant's one-second claim window has passed. A Client
+//     keeps all its queued waiters of a key in place with one short call
+//     about every 10 s, which also finds a grant whose message was lost;
+//     the waiters of a process that stopped making it are skipped 30 s
+//     later. A key found free while waiters queue (its holder expired) is
+//     granted to the head by whoever finds it so. A waiter whose
+//     notification went missing
 //     retries no later than the holder's expiry, and at most a few seconds
 //     later. Every wait ends: with ctx, WithWaitTimeout or
 //     WithRetryBudget. No waiter starves: a waiter that has waited 50 ms

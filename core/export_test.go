@@ -14,11 +14,12 @@ var (
 )
 
 // StorageNames returns the Redis names of key under prefix: lease, fence
-// counter, fair queue and its deadlines.
+// counter, waiters and a Client's alive key of them.
 func StorageNames(prefix, key string) []string {
 	c := &Client{cfg: clientConfig{prefix: prefix}}
 	n := c.names(key)
-	return []string{n.lease, n.fence, n.queue, n.dues, n.since()}
+	b := &redisBackend{grants: prefix + ":grants:0123456789abcdef01234567"}
+	return []string{n.lease, n.fence, n.queue, b.aliveKey(n)}
 }
 
 // mustNew returns v, or panics with err.

@@ -8,26 +8,27 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// queueDeadWaiter puts a waiter that queued and then crashed ("dead-waiter")
-// at the tail of key's fair queue under prefix, its entry alive for life.
+// queueDeadWaiter puts a waiter that queued and then crashed ("dead-waiter",
+// of a Client whose grant channel nobody hears) at the tail of key's
+// waiters under prefix, its Client's alive key set for life.
 func queueDeadWaiter(ctx context.Context, t *testing.T, rdb redis.UniversalClient, prefix, key string, life time.Duration) {
 	t.Helper()
-	q, qt := prefix+":{"+key+"}:q", prefix+":{"+key+"}:qt"
+	w, ch := prefix+":{"+key+"}:w", prefix+":grants:dead"
 	now, err := rdb.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb.RPush(ctx, q, "dead-waiter")
-	rdb.ZAdd(ctx, qt, redis.Z{Score: float64(now.Add(life).UnixMilli()), Member: "dead-waiter"})
+	rdb.ZAdd(ctx, w, redis.Z{Score: float64(now.UnixMicro()), Member: "dead-waiter|" + ch})
+	rdb.Set(ctx, w+":a:"+ch, "1", life)
 }
 
-// waitQueueLen waits, at most 5 s, until key's fair queue under prefix
-// holds n entries.
+// waitQueueLen waits, at most 5 s, until key's waiters under prefix
+// number n.
 func waitQueueLen(ctx context.Context, t *testing.T, rdb redis.UniversalClient, prefix, key string, n int64) {
 	t.Helper()
-	q := prefix + ":{" + key + "}:q"
+	w := prefix + ":{" + key + "}:w"
 	deadline := time.Now().Add(5 * time.Second)
-	for got, _ := rdb.LLen(ctx, q).Result(); got < n; got, _ = rdb.LLen(ctx, q).Result() {
+	for got, _ := rdb.ZCard(ctx, w).Result(); got < n; got, _ = rdb.ZCard(ctx, w).Result() {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d waiters queued, want %d", got, n)
 		}

@@ -24,6 +24,8 @@ var (
 	libOwns string
 	//go:embed scripts/lib_fence.lua
 	libFence string
+	//go:embed scripts/lib_wait.lua
+	libWait string
 	//go:embed scripts/lib_queue.lua
 	libQueue string
 	//go:embed scripts/acquire.lua
@@ -64,11 +66,11 @@ var (
 	queueTouchLua string
 
 	// Each script is the shared helpers it uses followed by its body.
-	acquireScript      = redis.NewScript(libOwns + libFence + libQueue + acquireLua)
-	acquireFairScript  = redis.NewScript(libOwns + libFence + libQueue + acquireFairLua)
+	acquireScript      = redis.NewScript(libOwns + libFence + libWait + acquireLua)
+	acquireFairScript  = redis.NewScript(libOwns + libFence + libWait + acquireFairLua)
 	extendScript       = redis.NewScript(libOwns + extendLua)
-	releaseScript      = redis.NewScript(libOwns + libFence + libQueue + releaseLua)
-	inspectScript      = redis.NewScript(libQueue + inspectLua)
+	releaseScript      = redis.NewScript(libOwns + libFence + libWait + releaseLua)
+	inspectScript      = redis.NewScript(libWait + inspectLua)
 	fenceMaxScript     = redis.NewScript(fenceMaxLua)
 	semAcquireScript   = redis.NewScript(libFence + libQueue + libSem + semAcquireLua)
 	semExtendScript    = redis.NewScript(libQueue + libSem + semExtendLua)
@@ -80,7 +82,7 @@ var (
 	acquireAllScript   = redis.NewScript(libFence + acquireAllLua)
 	evictScript        = redis.NewScript(libFence + evictLua)
 	extendManyScript   = redis.NewScript(libOwns + extendManyLua)
-	queueTouchScript   = redis.NewScript(libOwns + libQueue + queueTouchLua)
+	queueTouchScript   = redis.NewScript(queueTouchLua)
 
 	// Arguments that never change, boxed once.
 	retentionArg any = fenceRetention.Milliseconds()
@@ -140,33 +142,155 @@ type redisBackend struct {
 	// SUBSCRIBE, so an acquisition never waits for it.
 	grants      string
 	grantsAsked atomic.Bool
+
+	// waits are the Client's mutex waiters queued, by lease (keyWaits):
+	// one touch per key serves them all.
+	wmu   sync.Mutex
+	waits map[string]*keyWaits
 }
 
-// grantArg is the grant channel a joining waiter names, the Client's, and
-// whether grants on it are heard yet. It never waits: a waiter that named
-// it before its subscription flowed makes its usual re-attempt after its
-// join (named false), which claims a grant whose message was missed.
-func (b *redisBackend) grantArg() (string, bool) {
-	return b.grants, b.ps.nt.grantsReady()
-}
-
-// touch is the periodic call of a queued mutex waiter that heard nothing:
-// it refreshes the waiter's queue entry in one short script and returns
-// the holder's remaining time, or attempt true if a full attempt could
-// succeed now (the key free or granted to token, or the entry gone).
+// touch is the periodic call of a queued mutex waiter that heard nothing.
+// One call per key serves all of the Client's waiters of that key: it
+// refreshes the Client's alive key and W (see scripts/lib_wait.lua), and
+// tells which of them are still queued; a waiter that asks within half a
+// touch period of that call reads its answer. It returns the holder's
+// remaining time, or attempt true if a full attempt could succeed now (the
+// key free, or the token no longer queued: granted, or dropped).
 func (b *redisBackend) touch(ctx context.Context, n names, token string) (holderTTL time.Duration, attempt bool, err error) {
-	v, err := queueTouchScript.Run(ctx, b.rdb, []string{n.lease, n.queue, n.dues, n.since()}, token, touchEntryTTL().Milliseconds()).Int64()
-	if err != nil || v < 0 {
-		return 0, true, err
+	b.wmu.Lock()
+	kw := b.waits[n.lease]
+	if kw == nil {
+		b.wmu.Unlock()
+		return 0, true, nil
 	}
-	return time.Duration(v) * time.Millisecond, false, nil
+	if _, ok := kw.tokens[token]; !ok {
+		b.wmu.Unlock()
+		return 0, true, nil
+	}
+	start := time.Now()
+	if start.Sub(kw.touchedAt) < touchPoll()/2 {
+		ttl, gone := kw.holderTTL, kw.gone[token]
+		b.wmu.Unlock()
+		return ttl, gone || ttl < 0, nil
+	}
+	kw.touchedAt = start // the others read this call's answer
+	members := make([]string, 0, len(kw.tokens))
+	for t := range kw.tokens {
+		members = append(members, t+"|"+b.grants)
+	}
+	b.wmu.Unlock()
+
+	entry := touchEntryTTL().Milliseconds()
+	gone := make(map[string]bool)
+	ttl := time.Duration(-1)
+	for len(members) > 0 || ttl == -1 {
+		chunk := members[:min(len(members), maxTouchMembers)]
+		members = members[len(chunk):]
+		args := make([]any, 0, 1+len(chunk))
+		args = append(args, entry)
+		for _, m := range chunk {
+			args = append(args, m)
+		}
+		v, err := queueTouchScript.Run(ctx, b.rdb, []string{n.lease, n.queue, b.aliveKey(n)}, args...).Int64Slice()
+		if err != nil || len(v) != 1+len(chunk) {
+			b.wmu.Lock()
+			kw.touchedAt = time.Time{} // the next waiter asks again
+			b.wmu.Unlock()
+			if err == nil {
+				err = fmt.Errorf("core: unexpected touch reply %v", v)
+			}
+			return 0, true, err
+		}
+		ttl = time.Duration(v[0]) * time.Millisecond
+		if v[0] == -2 {
+			ttl = -2 * time.Millisecond // free
+		} else if v[0] < 0 {
+			ttl = 0
+		}
+		for i, m := range chunk {
+			if v[1+i] == 0 {
+				gone[strings.TrimSuffix(m, "|"+b.grants)] = true
+			}
+		}
+	}
+	mine := gone[token] // read before the map is shared: queued edits it
+	b.wmu.Lock()
+	kw.holderTTL, kw.gone, kw.aliveAt = ttl, gone, start
+	b.wmu.Unlock()
+	return ttl, mine || ttl < 0, nil
+}
+
+// maxTouchMembers bounds the members one touch call names.
+const maxTouchMembers = 512
+
+// keyWaits are a Client's mutex waiters queued in one key's W.
+type keyWaits struct {
+	tokens    map[string]struct{} // queued, not yet served or gone
+	aliveAt   time.Time           // when the Client's alive key was last set (the call's start)
+	touchedAt time.Time           // when the last touch was sent
+	holderTTL time.Duration       // its answer: the holder's time left (<0: free)
+	gone      map[string]bool     // its answer: tokens no longer queued
+}
+
+// aliveKey names the Client's alive key of n's W (see lib_wait.lua).
+func (b *redisBackend) aliveKey(n names) string { return n.queue + ":a:" + b.grants }
+
+// aliveArg is "1" when a waiter joining n's W must (re)set the Client's
+// alive key: it was not set within a touch period.
+func (b *redisBackend) aliveArg(n names) string {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	if kw := b.waits[n.lease]; kw != nil && time.Since(kw.aliveAt) < touchPoll() {
+		return ""
+	}
+	return "1"
+}
+
+// queued records that token joined n's W (alive: setting the alive key,
+// in a call sent at start).
+func (b *redisBackend) queued(n names, token string, alive bool, start time.Time) {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	kw := b.waits[n.lease]
+	if kw == nil {
+		if len(b.waits) >= 1024 { // drop keys nobody here waits on
+			for k, x := range b.waits {
+				if len(x.tokens) == 0 {
+					delete(b.waits, k)
+				}
+			}
+		}
+		if b.waits == nil {
+			b.waits = make(map[string]*keyWaits)
+		}
+		kw = &keyWaits{tokens: make(map[string]struct{})}
+		b.waits[n.lease] = kw
+	}
+	kw.tokens[token] = struct{}{}
+	delete(kw.gone, token)
+	if alive {
+		kw.aliveAt = start
+	}
+}
+
+// unqueued records that token left n's W (served, or giving up).
+func (b *redisBackend) unqueued(n names, token string) {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	if kw := b.waits[n.lease]; kw != nil {
+		delete(kw.tokens, token)
+		if len(kw.tokens) == 0 && time.Since(kw.aliveAt) >= touchPoll() {
+			delete(b.waits, n.lease)
+		}
+	}
 }
 
 func (b *redisBackend) acquire(ctx context.Context, n names, token, value string, ttl time.Duration, fair, enqueue bool) (acquireResult, error) {
 	script, keys := acquireScript, []string{n.lease, n.fence}
 	args := []any{token, value, ttl.Milliseconds(), retentionArg}
-	ch := ""       // the grant channel named, when joining a mutex queue
-	heard := false // grants on ch were heard before the script ran
+	heard := false // grants on the Client's channel were heard before the script ran
+	waits := false // a mutex waiter that may join W
+	alive := ""    // "1": it sets the Client's alive key
 	switch {
 	case n.limit > 0:
 		join := "0"
@@ -188,28 +312,48 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 		join := "0"
 		if enqueue {
 			join = "1"
-			ch, heard = b.grantArg()
+			heard, waits, alive = b.grantsReady(), true, b.aliveArg(n)
 		}
-		script, keys = acquireFairScript, []string{n.lease, n.fence, n.queue, n.dues, n.since()}
-		args = append(args, touchEntryTTL().Milliseconds(), join, ch)
+		script, keys = acquireFairScript, []string{n.lease, n.fence, n.queue}
+		args = append(args, touchEntryTTL().Milliseconds(), join, b.grants, alive, claimArg)
 	case enqueue:
-		ch, heard = b.grantArg()
-		keys = append(keys, n.queue, n.dues, n.since())
-		args = append(args, touchEntryTTL().Milliseconds(), ch)
+		heard, waits, alive = b.grantsReady(), true, b.aliveArg(n)
+		keys = append(keys, n.queue)
+		args = append(args, "", touchEntryTTL().Milliseconds(), b.grants, alive)
 	}
+	start := time.Now()
+	var r acquireResult
+	var err error
 	if b.ackN > 0 {
-		return b.acquireAcked(ctx, n, token, script, keys, args)
+		r, err = b.acquireAcked(ctx, n, token, script, keys, args)
+	} else {
+		var v []int64
+		v, err = script.Run(ctx, b.rdb, keys, args...).Int64Slice()
+		if err == nil {
+			r, err = parseAcquire(v)
+		}
 	}
-	v, err := script.Run(ctx, b.rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return acquireResult{}, err
 	}
-	r, err := parseAcquire(v)
-	// A fair joiner is queued unless served; a default-mode one when the
-	// script says so.
-	r.named = err == nil && heard && !r.acquired && (fair || r.queued)
-	return r, err
+	if waits {
+		// A fair joiner is queued unless served; a default-mode one when
+		// the script says so.
+		if !r.acquired && (fair || r.queued) {
+			b.queued(n, token, alive == "1", start)
+			r.named = heard
+		} else {
+			b.unqueued(n, token)
+		}
+	}
+	return r, nil
 }
+
+// grantsReady reports whether grants on the Client's grant channel are
+// heard yet. It never waits: a waiter that joined before its subscription
+// flowed makes its usual re-attempt after its join (named false), which
+// claims a grant whose message was missed.
+func (b *redisBackend) grantsReady() bool { return b.ps.nt.grantsReady() }
 
 // acquireAcked runs the acquisition and WAIT in one pipeline on the key's
 // primary, and gives the lease back if too few replicas acknowledged it.
@@ -451,8 +595,11 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 		v, err := rwUnlockScript.Run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since()}, token, hold).Int64()
 		return v == 1, err
 	}
-	v, err := releaseScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues, n.since()},
-		token, claimArg, retentionArg, nonce).Int64()
+	v, err := releaseScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue},
+		token, claimArg, retentionArg, nonce, b.grants).Int64()
+	if v != 1 {
+		b.unqueued(n, token) // a waiter giving up
+	}
 	return v == 1, err
 }
 
@@ -478,7 +625,7 @@ func (b *redisBackend) shard(ctx context.Context, key string) string {
 }
 
 func (b *redisBackend) inspect(ctx context.Context, n names) (Info, error) {
-	v, err := inspectScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues, n.since()}).Slice()
+	v, err := inspectScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue}).Slice()
 	if err != nil {
 		return Info{}, err
 	}

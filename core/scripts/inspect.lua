@@ -1,7 +1,16 @@
 -- Read a lease for operators.
--- KEYS[1] lease   KEYS[2] fence counter   KEYS[3] fair queue
--- KEYS[4] its entry deadlines   KEYS[5] its arrival times
+-- KEYS[1] lease   KEYS[2] fence counter   KEYS[3] the waiters W
 -- Returns {value or false, pttl ms, fence or false, queued waiters, ms the
--- first of them has waited}.
+-- first live one has waited}.
+local age = 0
+local now = now_us()
+local first = redis.call('ZRANGE', KEYS[3], 0, 15, 'WITHSCORES')
+for i = 1, #first, 2 do
+  local _, chan = wait_split(first[i])
+  if chan and redis.call('EXISTS', wait_alive_key(KEYS[3], chan)) == 1 then
+    age = math.max(0, math.floor((now - tonumber(first[i + 1])) / 1000))
+    break
+  end
+end
 return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]),
-  redis.call('LLEN', KEYS[3]), queue_age(KEYS[3], KEYS[4], KEYS[5], now_ms())}
+  redis.call('ZCARD', KEYS[3]), age}

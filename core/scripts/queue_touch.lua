@@ -1,23 +1,18 @@
--- Keep a queued mutex waiter's place, cheaply: the periodic call of a
--- waiter that heard nothing. It refreshes the waiter's entry deadline and
--- tells it to make a full attempt instead when one could succeed.
--- KEYS[1] lease  KEYS[2] queue  KEYS[3] queue deadlines  KEYS[4] arrival times
--- ARGV[1] token  ARGV[2] queue entry ttl ms
--- Returns -1: attempt now (the key is free or granted to the token, or the
--- token's entry is gone); else the entry was refreshed: keep waiting, the
--- holder's lease has this many ms left.
-local v = redis.call('GET', KEYS[1])
-if v and not owns(v, ARGV[1]) then
-  local entry = tonumber(ARGV[2])
-  if redis.call('ZADD', KEYS[3], 'XX', 'CH', now_ms() + entry, ARGV[1]) == 1 then
-    -- The queue's keys outlive every entry (join_queue sets them to twice
-    -- the entry ttl); a queue that only refreshes must keep them alive.
-    if redis.call('PTTL', KEYS[3]) < entry then
-      redis.call('PEXPIRE', KEYS[2], 2 * entry)
-      redis.call('PEXPIRE', KEYS[3], 2 * entry)
-      redis.call('PEXPIRE', KEYS[4], 2 * entry)
-    end
-    return redis.call('PTTL', KEYS[1])
+-- Keep a Client's queued mutex waiters of one key in place, cheaply: the
+-- periodic call, one per Client and key, made while they hear nothing. It
+-- refreshes the Client's alive key and W (see lib_wait.lua), and tells
+-- which of the members are still queued.
+-- KEYS[1] lease  KEYS[2] the waiters W  KEYS[3] the Client's alive key
+-- ARGV[1] queue entry ttl ms  ARGV[2..] the Client's members of W
+-- Returns {holder pttl ms (-2: free), then per member 1 queued, 0 not}.
+local entry = tonumber(ARGV[1])
+redis.call('SET', KEYS[3], '1', 'PX', entry)
+redis.call('PEXPIRE', KEYS[2], 2 * entry)
+local r = {redis.call('PTTL', KEYS[1])}
+if #ARGV > 1 then
+  local s = redis.call('ZMSCORE', KEYS[2], unpack(ARGV, 2))
+  for i = 2, #ARGV do
+    if s[i - 1] then r[i] = 1 else r[i] = 0 end
   end
 end
-return -1
+return r
