@@ -252,7 +252,7 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 				}
 			}
 			timer.Reset(d)
-			woken := false
+			woken, hinted := false, false
 		sleep:
 			for {
 				select {
@@ -270,6 +270,7 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 						}
 					}
 					timer.Reset(fairClaim + jitter(fairClaim/10))
+					hinted = true
 				case <-timer.C:
 					break sleep
 				case <-ctx.Done():
@@ -284,10 +285,12 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 				default:
 				}
 			}
-			if !woken && queued && n.limit == 0 {
+			if !woken && !hinted && queued && n.limit == 0 {
 				// A queued mutex waiter that heard nothing keeps its
 				// place with a short call, and attempts only when that
-				// says it could succeed (a lost notification, say).
+				// says it could succeed (a lost notification, say). One
+				// told it is next in line attempts: the grant ahead of it
+				// may have lapsed.
 				if t, ok := c.be.(toucher); ok {
 					if ttl, try, err := t.touch(ctx, n, tok); err == nil && !try {
 						holderTTL = ttl

@@ -99,3 +99,55 @@ func TestGrantReachesOneClient(t *testing.T) {
 	}
 	t.Logf("the key's channel carried %q", msgs)
 }
+
+// A semaphore's release wakes the queued waiter that the freed permit
+// serves, on its own Client's channel: the permits key's channel, which
+// every waiting process subscribes to, hears nothing.
+func TestSemaphoreReleaseWakesOneClient(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	ctx := ctxFor(t, 30*time.Second)
+	open := func() *core.Client {
+		c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	a, b := open(), open()
+	permits := prefix + ":{s}:sem"
+	held, err := a.Semaphore("s", 1).TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *core.Lock, 1)
+	go func() {
+		p, err := b.Semaphore("s", 1).Acquire(ctx, core.WithFair(), core.WithWaitTimeout(20*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- p
+	}()
+	waitUntil(t, "the waiter queued", func() bool {
+		info, err := a.Inspect(ctx, "s")
+		return err == nil && info.PermitWaiters == 1
+	})
+	time.Sleep(100 * time.Millisecond) // its subscriptions flow
+
+	ps := rdb.Subscribe(ctx, permits)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := <-got
+	if p == nil {
+		t.FailNow()
+	}
+	defer p.Release(ctx)
+	select {
+	case m := <-ps.Channel():
+		t.Fatalf("the release was published on the permits key's channel (%q), which wakes a waiter in every process", m.Payload)
+	case <-time.After(100 * time.Millisecond):
+	}
+}

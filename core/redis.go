@@ -153,7 +153,8 @@ type redisBackend struct {
 // One call per key serves all of the Client's waiters of that key: it
 // refreshes the Client's alive key and W (see scripts/lib_wait.lua), and
 // tells which of them are still queued; a waiter that asks within half a
-// touch period of that call reads its answer. It returns the holder's
+// touch period of that call, before the holder it saw expires, reads its
+// answer. It returns the holder's
 // remaining time, or attempt true if a full attempt could succeed now (the
 // key free, or the token no longer queued: granted, or dropped).
 func (b *redisBackend) touch(ctx context.Context, n names, token string) (holderTTL time.Duration, attempt bool, err error) {
@@ -168,10 +169,12 @@ func (b *redisBackend) touch(ctx context.Context, n names, token string) (holder
 		return 0, true, nil
 	}
 	start := time.Now()
-	if start.Sub(kw.touchedAt) < touchPoll()/2 {
-		ttl, gone := kw.holderTTL, kw.gone[token]
+	if el := start.Sub(kw.touchedAt); el < touchPoll()/2 && kw.holderTTL > el {
+		// Another waiter's call, recent, and the holder it saw has not
+		// expired since.
+		ttl, gone := kw.holderTTL-el, kw.gone[token]
 		b.wmu.Unlock()
-		return ttl, gone || ttl < 0, nil
+		return ttl, gone, nil
 	}
 	kw.touchedAt = start // the others read this call's answer
 	members := make([]string, 0, len(kw.tokens))
@@ -298,7 +301,7 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 			join = "1"
 		}
 		script, keys = semAcquireScript, []string{n.lease, n.fence, n.vals, n.queue, n.dues, n.since()}
-		args = append(args, n.limit, entryTTLArg, join)
+		args = append(args, n.limit, entryTTLArg, join, b.grants)
 	case n.limit == rwRead:
 		script, keys = rwRLockScript, []string{n.lease, n.readers, n.vals, n.queue, n.fence}
 	case n.limit == rwWrite:
@@ -584,7 +587,7 @@ func (b *redisBackend) release(ctx context.Context, n names, token string) (bool
 // releaseNonce is release with the nonce its notification carries.
 func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce string) (bool, error) {
 	if n.limit > 0 {
-		v, err := semReleaseScript.Run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since()}, token).Int64()
+		v, err := semReleaseScript.Run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since()}, token, n.limit).Int64()
 		return v == 1, err
 	}
 	if n.rw() {

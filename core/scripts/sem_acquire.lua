@@ -9,7 +9,8 @@
 -- KEYS[6] queue arrival times
 -- ARGV[1] token  ARGV[2] lease value  ARGV[3] ttl ms  ARGV[4] fence
 -- retention ms  ARGV[5] limit  ARGV[6] queue entry ttl ms  ARGV[7] '1' to
--- join the queue when not served
+-- join the queue when not served  ARGV[8] the caller's grant channel, or
+-- absent (see sem_release.lua)
 -- Returns {1, fence} acquired, {2, fence} re-entered, {0, ms until the
 -- first permit expires} when all are held, {0, -2} when a permit is free
 -- but earlier waiters come first.
@@ -35,7 +36,7 @@ end
 
 local function wait(reply)
   if ARGV[7] == '1' then
-    join_queue(KEYS[4], KEYS[5], KEYS[6], ARGV[1], now, tonumber(ARGV[6]))
+    join_queue(KEYS[4], KEYS[5], KEYS[6], ARGV[1], now, tonumber(ARGV[6]), ARGV[8])
   end
   return reply
 end

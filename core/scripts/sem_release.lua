@@ -1,16 +1,39 @@
 -- Give back a permit this token holds and wake a waiter; a token that
 -- holds none leaves the semaphore's queue instead (a fair waiter giving
--- up), waking the next waiter if it was queued.
+-- up), waking the next waiter if it was queued. The waiter woken is the
+-- queued one that the freed permit now serves (the queue's (free)th, free
+-- counted against the limit the caller gives), on its Client's grant
+-- channel ("g:<token>|<permits key>"): one process, not every process
+-- waiting on the key. When no queued waiter is served by it (none queue, or
+-- a caller that gives no limit), the release is published on the permits
+-- key's channel ("r:"), which wakes one waiter per Client.
 -- KEYS[1] permits (also the release channel)  KEYS[2] permit values
 -- KEYS[3] queue  KEYS[4] queue deadlines  KEYS[5] queue arrival times
--- ARGV[1] token
+-- ARGV[1] token  ARGV[2] the caller's limit, or absent
 -- Returns 1 released, 0 not held (gone, or expired).
+local function wake()
+  local limit = tonumber(ARGV[2])
+  if limit then
+    local free = limit - redis.call('ZCARD', KEYS[1])
+    if free >= 1 then
+      local t = redis.call('LINDEX', KEYS[3], free - 1)
+      local since = t and redis.call('HGET', KEYS[5], t)
+      local chan = since and string.match(since, '^%d+|(.+)$')
+      if chan then
+        redis.call('PUBLISH', chan, 'g:' .. t .. '|' .. KEYS[1])
+        return
+      end
+    end
+  end
+  redis.call('PUBLISH', KEYS[1], 'r:')
+end
+
 local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not exp then
   if redis.call('ZREM', KEYS[4], ARGV[1]) == 1 then
     redis.call('LREM', KEYS[3], 1, ARGV[1])
     redis.call('HDEL', KEYS[5], ARGV[1])
-    redis.call('PUBLISH', KEYS[1], 'r:')
+    wake()
   end
   return 0
 end
@@ -19,5 +42,5 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 if tonumber(exp) <= now_ms() then
   return 0
 end
-redis.call('PUBLISH', KEYS[1], 'r:')
+wake()
 return 1
