@@ -26,8 +26,9 @@ const MaxSemaphoreLimit = 1 << 16
 // permits go in arrival order; without it, a waiter competes with
 // newcomers for 50 ms (as a Lock waiter does) and then queues. While
 // waiters queue, a freed permit goes to the first of them: nobody else
-// takes one unless more permits are free than waiters queue. A queued
-// waiter that gives up leaves the queue; one that died is dropped when
+// takes one unless more permits are free than waiters queue, and on
+// Redis a release wakes the queued waiter its permit serves, in that
+// waiter's process alone. A queued waiter that gives up leaves the queue; one that died is dropped when
 // its entry (refreshed by its every attempt) expires, within seconds.
 // Info.PermitWaiters counts the queue.
 //
