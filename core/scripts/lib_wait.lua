@@ -58,6 +58,18 @@ local function wait_grant(lease, fence, w, claim, retention, me)
       if nxt then
         local t2, c2 = wait_split(nxt)
         if t2 then redis.call('PUBLISH', c2, 'n:' .. t2 .. '|' .. lease) end
+        if c2 == chan then
+          -- The next is the grantee's Client's too: if that process died,
+          -- it hears neither, so the first waiter of another Client
+          -- behind them (within 64) is told as well.
+          for _, m2 in ipairs(redis.call('ZRANGE', w, 1, 64)) do
+            local t3, c3 = wait_split(m2)
+            if t3 and c3 ~= chan then
+              redis.call('PUBLISH', c3, 'n:' .. t3 .. '|' .. lease)
+              break
+            end
+          end
+        end
       end
       return 'granted'
     end

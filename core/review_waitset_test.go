@@ -1,0 +1,81 @@
+package core_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// queueMember puts member "<token>|<prefix>:grants:<client>" at the tail of
+// key's waiters under prefix, as a Client "client" that nobody hears
+// (crashed) would have queued it, and sets that Client's alive key for life.
+func queueMember(ctx context.Context, t *testing.T, rdb redis.UniversalClient, prefix, key, client, token string, life time.Duration) {
+	t.Helper()
+	w, ch := prefix+":{"+key+"}:w", prefix+":grants:"+client
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ZAdd(ctx, w, redis.Z{Score: float64(now.UnixMicro()), Member: token + "|" + ch}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.PExpire(ctx, w, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, w+":a:"+ch, "1", life).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A process that crashed while two of its goroutines queued for a key
+// leaves two members at the head of W whose Client's alive key still
+// lives (up to 30 s). A release grants the key to the first of them and
+// tells "next in line" to the second — the same dead process — so nobody
+// alive hears that the grant may lapse. The live waiter behind them must
+// still get the key about one claim window per dead member after the
+// release (the documented cost of a dead head), not only at its next
+// touch (about 10 s later).
+func TestReviewTwoDeadHeadsOfOneProcess(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	ctx := ctxFor(t, 40*time.Second)
+	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+	defer a.Close()
+	w := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
+	defer w.Close()
+
+	holder, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queueMember(ctx, t, rdb, prefix, "k", "crashed", "dead-1", 25*time.Second)
+	queueMember(ctx, t, rdb, prefix, "k", "crashed", "dead-2", 25*time.Second)
+	got := make(chan *core.Lock, 1)
+	go func() {
+		l, err := w.Lock(ctx, "k", core.WithFair(), core.WithWaitTimeout(30*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitQueueLen(ctx, t, rdb, prefix, "k", 3)
+	time.Sleep(700 * time.Millisecond) // past the waiter's first re-attempt: it sleeps on its touch timer now
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	defer l.Release(ctx)
+	d := time.Since(released)
+	t.Logf("the live waiter behind two dead members of one process got the key %v after the release", d)
+	if d > 4*time.Second {
+		t.Errorf("got the key %v after the release; two dead heads should cost about two claim windows (1 s each)", d)
+	}
+}
