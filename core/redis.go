@@ -600,9 +600,8 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 	}
 	v, err := releaseScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue},
 		token, claimArg, retentionArg, nonce, b.grants).Int64()
-	if v != 1 {
-		b.unqueued(n, token) // a waiter giving up
-	}
+	// A waiter giving up: out of W, or holding a grant it passed on.
+	b.unqueued(n, token)
 	return v == 1, err
 }
 
