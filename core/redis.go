@@ -176,7 +176,6 @@ func (b *redisBackend) touch(ctx context.Context, n names, token string) (holder
 		b.wmu.Unlock()
 		return ttl, gone, nil
 	}
-	kw.touchedAt = start // the others read this call's answer
 	members := make([]string, 0, len(kw.tokens))
 	for t := range kw.tokens {
 		members = append(members, t+"|"+b.grants)
@@ -196,9 +195,6 @@ func (b *redisBackend) touch(ctx context.Context, n names, token string) (holder
 		}
 		v, err := queueTouchScript.Run(ctx, b.rdb, []string{n.lease, n.queue, b.aliveKey(n)}, args...).Int64Slice()
 		if err != nil || len(v) != 1+len(chunk) {
-			b.wmu.Lock()
-			kw.touchedAt = time.Time{} // the next waiter asks again
-			b.wmu.Unlock()
 			if err == nil {
 				err = fmt.Errorf("core: unexpected touch reply %v", v)
 			}
@@ -218,7 +214,9 @@ func (b *redisBackend) touch(ctx context.Context, n names, token string) (holder
 	}
 	mine := gone[token] // read before the map is shared: queued edits it
 	b.wmu.Lock()
-	kw.holderTTL, kw.gone, kw.aliveAt = ttl, gone, start
+	// The others read this answer, as of this call's start (not while the
+	// call is on its way: the previous answer is older than that).
+	kw.touchedAt, kw.holderTTL, kw.gone, kw.aliveAt = start, ttl, gone, start
 	b.wmu.Unlock()
 	return ttl, mine || ttl < 0, nil
 }
@@ -230,7 +228,7 @@ const maxTouchMembers = 512
 type keyWaits struct {
 	tokens    map[string]struct{} // queued, not yet served or gone
 	aliveAt   time.Time           // when the Client's alive key was last set (the call's start)
-	touchedAt time.Time           // when the last touch was sent
+	touchedAt time.Time           // when the last touch answered was sent
 	holderTTL time.Duration       // its answer: the holder's time left (<0: free)
 	gone      map[string]bool     // its answer: tokens no longer queued
 }
