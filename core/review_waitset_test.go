@@ -79,3 +79,66 @@ func TestReviewTwoDeadHeadsOfOneProcess(t *testing.T) {
 		t.Errorf("got the key %v after the release; two dead heads should cost about two claim windows (1 s each)", d)
 	}
 }
+
+// The waiter told it is next in line behind a grant that will lapse (its
+// grantee's process died) gives up before the claim window passes: the
+// waiter behind it is next in line now, and must learn it then — not at
+// its next touch, about 10 s later.
+func TestReviewNextInLineGivesUp(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	ctx := ctxFor(t, 40*time.Second)
+	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+	defer a.Close()
+	w1 := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
+	defer w1.Close()
+	w2 := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
+	defer w2.Close()
+
+	holder, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queueMember(ctx, t, rdb, prefix, "k", "crashed", "dead", 25*time.Second)
+	quit := make(chan struct{})
+	left := make(chan error, 1)
+	go func() { // next in line; gives up 300 ms after the release
+		qctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() { <-quit; time.Sleep(300 * time.Millisecond); cancel() }()
+		l, err := w1.Lock(qctx, "k", core.WithFair())
+		if err == nil {
+			l.Release(ctx)
+		}
+		left <- err
+	}()
+	waitQueueLen(ctx, t, rdb, prefix, "k", 2)
+	got := make(chan *core.Lock, 1)
+	go func() {
+		l, err := w2.Lock(ctx, "k", core.WithFair(), core.WithWaitTimeout(30*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitQueueLen(ctx, t, rdb, prefix, "k", 3)
+	time.Sleep(700 * time.Millisecond) // past the waiters' first re-attempts
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(quit)
+	if err := <-left; err == nil {
+		t.Fatal("the waiter next in line acquired; want it to give up")
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	defer l.Release(ctx)
+	d := time.Since(released)
+	t.Logf("the waiter behind one that gave up got the key %v after the release", d)
+	if d > 4*time.Second {
+		t.Errorf("got the key %v after the release; want about one claim window (1 s) after the one ahead gave up", d)
+	}
+}

@@ -11,8 +11,18 @@
 -- ARGV[4] release nonce (Redlock), or ''  ARGV[5] the caller's grant
 -- channel (its member of W is "<token>|<channel>")
 -- Returns 1 released, 0 not held.
-if not owns(redis.call('GET', KEYS[1]), ARGV[1]) then
-  redis.call('ZREM', KEYS[3], ARGV[1] .. '|' .. (ARGV[5] or ''))
+local v = redis.call('GET', KEYS[1])
+if not owns(v, ARGV[1]) then
+  local me = ARGV[1] .. '|' .. (ARGV[5] or '')
+  -- A waiter that leaves while first in line behind a grant not yet
+  -- claimed ("<token>|") was told it is next: the one behind it is now.
+  local first = v and string.sub(v, -1) == '|' and redis.call('ZRANK', KEYS[3], me) == 0
+  if redis.call('ZREM', KEYS[3], me) == 1 and first then
+    local nxt = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    local t2, c2
+    if nxt then t2, c2 = wait_split(nxt) end
+    if t2 then redis.call('PUBLISH', c2, 'n:' .. t2 .. '|' .. KEYS[1]) end
+  end
   return 0
 end
 if wait_grant(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3]) then
