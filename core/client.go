@@ -252,6 +252,7 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 				}
 			}
 			timer.Reset(d)
+			due := time.Now().Add(d)
 			woken, hinted := false, false
 		sleep:
 			for {
@@ -262,14 +263,20 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 				case <-w.next:
 					// Next in line: the key was granted to the waiter
 					// ahead; look again once its claim window has passed
-					// (a head that died leaves the key free then).
-					if !timer.Stop() {
-						select {
-						case <-timer.C:
-						default:
+					// (a head that died leaves the key free then) — but
+					// never later than planned: hints may keep coming
+					// (see lib_wait.lua), and a waiter that never looks
+					// never keeps its place either.
+					if h := fairClaim + jitter(fairClaim/10); time.Until(due) > h {
+						if !timer.Stop() {
+							select {
+							case <-timer.C:
+							default:
+							}
 						}
+						timer.Reset(h)
+						due = time.Now().Add(h)
 					}
-					timer.Reset(fairClaim + jitter(fairClaim/10))
 					hinted = true
 				case <-timer.C:
 					break sleep

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,4 +142,71 @@ func TestReviewNextInLineGivesUp(t *testing.T) {
 	if d > 4*time.Second {
 		t.Errorf("got the key %v after the release; want about one claim window (1 s) after the one ahead gave up", d)
 	}
+}
+
+// A waiter of another Client queued behind a busy Client's waiters hears
+// "next in line" at each of their handoffs (the one truly next is the
+// grantee's Client's own, see lib_wait.lua). Those hints come faster than
+// a claim window; they must not keep postponing its look at the key for
+// good: it still keeps its place (its Client's alive key), and gets the
+// key in its turn rather than being dropped as dead when it reaches the
+// head.
+func TestReviewHintsDoNotSilenceAWaiter(t *testing.T) {
+	defer core.SetTouchTimings(time.Second, 3*time.Second)()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	ctx := ctxFor(t, 40*time.Second)
+	busy := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
+	defer busy.Close()
+	other := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
+	defer other.Close()
+
+	holder, err := busy.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	const loopers = 12
+	for i := range loopers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l, err := busy.Lock(ctx, "k", core.WithFair(), core.WithWaitTimeout(30*time.Second))
+				if err != nil {
+					return
+				}
+				time.Sleep(300 * time.Millisecond)
+				l.Release(ctx)
+			}
+		}()
+		waitQueueLen(ctx, t, rdb, prefix, "k", int64(i+1))
+	}
+	start := time.Now()
+	got := make(chan error, 1)
+	go func() {
+		l, err := other.Lock(ctx, "k", core.WithFair(), core.WithWaitTimeout(15*time.Second))
+		if err == nil {
+			l.Release(ctx)
+		}
+		got <- err
+	}()
+	waitQueueLen(ctx, t, rdb, prefix, "k", loopers+1)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = <-got
+	d := time.Since(start)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("the other Client's waiter, behind %d waiters holding 300 ms each: %v", loopers, err)
+	}
+	t.Logf("the other Client's waiter got the key after %v", d)
 }
