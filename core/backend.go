@@ -27,7 +27,7 @@ type names struct {
 	lease string // "<prefix>:{<key>}", also its release channel
 	fence string // "<prefix>:{<key>}:fence"
 	queue string // "<prefix>:{<key>}:w", queued waiters (scripts/lib_wait.lua)
-	dues  string // a semaphore's or read-write lock's (below); a mutex has none
+	dues  string // "<prefix>:{<key>}:w:a", the Clients that keep them alive
 
 	// A semaphore's names instead (limit > 0): lease "<prefix>:{<key>}:sem"
 	// holds the permits (and is the release channel), fence
@@ -60,10 +60,12 @@ func (n names) since() string { return n.queue + "s" }
 func (n names) rw() bool { return n.limit == rwRead || n.limit == rwWrite }
 
 func (c *Client) names(key string) names {
-	// Two allocations for three names: the lease shares the fence's bytes.
+	// Two allocations for four names: the lease shares the fence's bytes,
+	// the queue its Clients'.
 	fence := c.cfg.prefix + ":{" + key + "}:fence"
 	lease := fence[:len(fence)-len(":fence")]
-	return names{lease: lease, fence: fence, queue: lease + ":w"}
+	alive := lease + ":w:a"
+	return names{lease: lease, fence: fence, queue: alive[:len(alive)-len(":a")], dues: alive}
 }
 
 // kindNames are the storage names of key for a mutex (limit 0), a

@@ -45,8 +45,8 @@
 //     key once the grant's one-second claim window has passed. A Client
 //     keeps all its queued waiters of a key in place with one short call
 //     about every 10 s, which also finds a grant whose message was lost;
-//     the waiters of a process that stopped making it are skipped 30 s
-//     later. A key found free while waiters queue (its holder expired) is
+//     the waiters of a process that stopped making it are skipped once
+//     its 30 s have lapsed and another Client's call has noticed. A key found free while waiters queue (its holder expired) is
 //     granted to the head by whoever finds it so. A waiter whose
 //     notification went missing
 //     retries no later than the holder's expiry, and at most a few seconds

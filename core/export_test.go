@@ -14,12 +14,11 @@ var (
 )
 
 // StorageNames returns the Redis names of key under prefix: lease, fence
-// counter, waiters and a Client's alive key of them.
+// counter, waiters and their Clients.
 func StorageNames(prefix, key string) []string {
 	c := &Client{cfg: clientConfig{prefix: prefix}}
 	n := c.names(key)
-	b := &redisBackend{grants: prefix + ":grants:0123456789abcdef01234567"}
-	return []string{n.lease, n.fence, n.queue, b.aliveKey(n)}
+	return []string{n.lease, n.fence, n.queue, n.dues}
 }
 
 // mustNew returns v, or panics with err.

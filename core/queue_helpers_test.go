@@ -9,17 +9,12 @@ import (
 )
 
 // queueDeadWaiter puts a waiter that queued and then crashed ("dead-waiter",
-// of a Client whose grant channel nobody hears) at the tail of key's
-// waiters under prefix, its Client's alive key set for life.
+// of a Client "dead" whose grant channel nobody hears) at the tail of key's
+// waiters under prefix, its Client kept in A until life from now (life ≤
+// 0: not at all, as a Client that lapsed and was dropped).
 func queueDeadWaiter(ctx context.Context, t *testing.T, rdb redis.UniversalClient, prefix, key string, life time.Duration) {
 	t.Helper()
-	w, ch := prefix+":{"+key+"}:w", prefix+":grants:dead"
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb.ZAdd(ctx, w, redis.Z{Score: float64(now.UnixMicro()), Member: "dead-waiter|" + ch})
-	rdb.Set(ctx, w+":a:"+ch, "1", life)
+	queueMember(ctx, t, rdb, prefix, key, "dead", "dead-waiter", life)
 }
 
 // waitQueueLen waits, at most 5 s, until key's waiters under prefix

@@ -151,12 +151,12 @@ type redisBackend struct {
 
 // touch is the periodic call of a queued mutex waiter that heard nothing.
 // One call per key serves all of the Client's waiters of that key: it
-// refreshes the Client's alive key and W (see scripts/lib_wait.lua), and
-// tells which of them are still queued; a waiter that asks within half a
-// touch period of that call, before the holder it saw expires, reads its
-// answer. It returns the holder's
-// remaining time, or attempt true if a full attempt could succeed now (the
-// key free, or the token no longer queued: granted, or dropped).
+// pushes the Client's lapse time in A on, drops the Clients that lapsed,
+// keeps A and W alive (see scripts/lib_wait.lua), and tells which of them
+// are still queued; a waiter that asks within half a touch period of that
+// call, before the holder it saw expires, reads its answer. It returns the
+// holder's remaining time, or attempt true if a full attempt could succeed
+// now (the key free, or the token no longer queued: granted, or dropped).
 func (b *redisBackend) touch(ctx context.Context, n names, token string) (holderTTL time.Duration, attempt bool, err error) {
 	b.wmu.Lock()
 	kw := b.waits[n.lease]
@@ -188,12 +188,12 @@ func (b *redisBackend) touch(ctx context.Context, n names, token string) (holder
 	for len(members) > 0 || ttl == -1 {
 		chunk := members[:min(len(members), maxTouchMembers)]
 		members = members[len(chunk):]
-		args := make([]any, 0, 1+len(chunk))
-		args = append(args, entry)
+		args := make([]any, 0, 2+len(chunk))
+		args = append(args, entry, b.grants)
 		for _, m := range chunk {
 			args = append(args, m)
 		}
-		v, err := queueTouchScript.Run(ctx, b.rdb, []string{n.lease, n.queue, b.aliveKey(n)}, args...).Int64Slice()
+		v, err := queueTouchScript.Run(ctx, b.rdb, []string{n.lease, n.queue, n.dues}, args...).Int64Slice()
 		if err != nil || len(v) != 1+len(chunk) {
 			if err == nil {
 				err = fmt.Errorf("core: unexpected touch reply %v", v)
@@ -227,17 +227,14 @@ const maxTouchMembers = 512
 // keyWaits are a Client's mutex waiters queued in one key's W.
 type keyWaits struct {
 	tokens    map[string]struct{} // queued, not yet served or gone
-	aliveAt   time.Time           // when the Client's alive key was last set (the call's start)
+	aliveAt   time.Time           // when the Client was last entered in A (the call's start)
 	touchedAt time.Time           // when the last touch answered was sent
 	holderTTL time.Duration       // its answer: the holder's time left (<0: free)
 	gone      map[string]bool     // its answer: tokens no longer queued
 }
 
-// aliveKey names the Client's alive key of n's W (see lib_wait.lua).
-func (b *redisBackend) aliveKey(n names) string { return n.queue + ":a:" + b.grants }
-
-// aliveArg is "1" when a waiter joining n's W must (re)set the Client's
-// alive key: it was not set within a touch period.
+// aliveArg is "1" when a waiter joining n's W must (re)enter the Client
+// in A (see lib_wait.lua): it was not within a touch period.
 func (b *redisBackend) aliveArg(n names) string {
 	b.wmu.Lock()
 	defer b.wmu.Unlock()
@@ -247,7 +244,7 @@ func (b *redisBackend) aliveArg(n names) string {
 	return "1"
 }
 
-// queued records that token joined n's W (alive: setting the alive key,
+// queued records that token joined n's W (alive: entering the Client in A,
 // in a call sent at start).
 func (b *redisBackend) queued(n names, token string, alive bool, start time.Time) {
 	b.wmu.Lock()
@@ -291,7 +288,7 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 	args := []any{token, value, ttl.Milliseconds(), retentionArg}
 	heard := false // grants on the Client's channel were heard before the script ran
 	waits := false // a mutex waiter that may join W
-	alive := ""    // "1": it sets the Client's alive key
+	alive := ""    // "1": it enters the Client in A
 	switch {
 	case n.limit > 0:
 		join := "0"
@@ -315,11 +312,11 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 			join = "1"
 			heard, waits, alive = b.grantsReady(), true, b.aliveArg(n)
 		}
-		script, keys = acquireFairScript, []string{n.lease, n.fence, n.queue}
+		script, keys = acquireFairScript, []string{n.lease, n.fence, n.queue, n.dues}
 		args = append(args, touchEntryTTL().Milliseconds(), join, b.grants, alive, claimArg)
 	case enqueue:
 		heard, waits, alive = b.grantsReady(), true, b.aliveArg(n)
-		keys = append(keys, n.queue)
+		keys = append(keys, n.queue, n.dues)
 		args = append(args, "", touchEntryTTL().Milliseconds(), b.grants, alive)
 	}
 	start := time.Now()
@@ -596,7 +593,7 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 		v, err := rwUnlockScript.Run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since()}, token, hold).Int64()
 		return v == 1, err
 	}
-	v, err := releaseScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue},
+	v, err := releaseScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues},
 		token, claimArg, retentionArg, nonce, b.grants).Int64()
 	// A waiter giving up: out of W, or holding a grant it passed on.
 	b.unqueued(n, token)
@@ -625,7 +622,7 @@ func (b *redisBackend) shard(ctx context.Context, key string) string {
 }
 
 func (b *redisBackend) inspect(ctx context.Context, n names) (Info, error) {
-	v, err := inspectScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue}).Slice()
+	v, err := inspectScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues}).Slice()
 	if err != nil {
 		return Info{}, err
 	}

@@ -13,7 +13,8 @@ import (
 
 // queueMember puts member "<token>|<prefix>:grants:<client>" at the tail of
 // key's waiters under prefix, as a Client "client" that nobody hears
-// (crashed) would have queued it, and sets that Client's alive key for life.
+// (crashed) would have queued it, and enters that Client in the key's A
+// until life from now (life ≤ 0: not at all, as a Client that lapsed).
 func queueMember(ctx context.Context, t *testing.T, rdb redis.UniversalClient, prefix, key, client, token string, life time.Duration) {
 	t.Helper()
 	w, ch := prefix+":{"+key+"}:w", prefix+":grants:"+client
@@ -27,14 +28,21 @@ func queueMember(ctx context.Context, t *testing.T, rdb redis.UniversalClient, p
 	if err := rdb.PExpire(ctx, w, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.Set(ctx, w+":a:"+ch, "1", life).Err(); err != nil {
+	if life <= 0 { // a Client that lapsed and was dropped from A
+		return
+	}
+	a := w + ":a"
+	if err := rdb.ZAdd(ctx, a, redis.Z{Score: float64(now.Add(life).UnixMilli()), Member: ch}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.PExpire(ctx, a, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // A process that crashed while two of its goroutines queued for a key
-// leaves two members at the head of W whose Client's alive key still
-// lives (up to 30 s). A release grants the key to the first of them and
+// leaves two members at the head of W whose Client is still in A
+// (up to 30 s). A release grants the key to the first of them and
 // tells "next in line" to the second — the same dead process — so nobody
 // alive hears that the grant may lapse. The live waiter behind them must
 // still get the key about one claim window per dead member after the
@@ -148,7 +156,7 @@ func TestReviewNextInLineGivesUp(t *testing.T) {
 // "next in line" at each of their handoffs (the one truly next is the
 // grantee's Client's own, see lib_wait.lua). Those hints come faster than
 // a claim window; they must not keep postponing its look at the key for
-// good: it still keeps its place (its Client's alive key), and gets the
+// good: it still keeps its place (its Client in A), and gets the
 // key in its turn rather than being dropped as dead when it reaches the
 // head.
 func TestReviewHintsDoNotSilenceAWaiter(t *testing.T) {

@@ -77,8 +77,8 @@ func TestTouchOncePerClientAndKey(t *testing.T) {
 	}
 }
 
-// A release skips the waiters of a Client whose alive key has expired (a
-// process that died): the key goes to the next live waiter, and no grant
+// A release skips the waiters of a Client no longer in A (a process that
+// died, dropped by another Client's touch once it lapsed): the key goes to the next live waiter, and no grant
 // is published to the dead one's channel.
 func TestReleaseSkipsDeadClientsWaiters(t *testing.T) {
 	rdb := redistest.Client(t)
@@ -98,7 +98,7 @@ func TestReleaseSkipsDeadClientsWaiters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	queueDeadWaiter(ctx, t, rdb, prefix, "k", time.Millisecond) // its Client's alive key expires at once
+	queueDeadWaiter(ctx, t, rdb, prefix, "k", 0) // its Client lapsed, and was dropped from A
 	got := make(chan *core.Lock, 1)
 	go func() {
 		l, err := w.Lock(ctx, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
@@ -156,7 +156,7 @@ func TestFreeKeyGrantedOnToHead(t *testing.T) {
 }
 
 // A waiter whose entry vanished (W expired, say, or a release dropped it
-// as its Client's alive key had lapsed) finds out at its Client's next
+// as its Client had lapsed from A) finds out at its Client's next
 // touch and queues again.
 func TestTouchRequeuesLostEntry(t *testing.T) {
 	defer core.SetTouchTimings(time.Second, 3*time.Second)()

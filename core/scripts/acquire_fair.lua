@@ -1,10 +1,11 @@
 -- Acquire a lease in arrival order (fair mode), claim a lease granted to
 -- this token, or join the waiters (see lib_wait.lua).
--- KEYS[1] lease  KEYS[2] fence counter  KEYS[3] the waiters W
+-- KEYS[1] lease  KEYS[2] fence counter  KEYS[3] the waiters W  KEYS[4]
+-- their Clients A
 -- ARGV[1] token  ARGV[2] lease value  ARGV[3] ttl ms  ARGV[4] fence retention ms
 -- ARGV[5] queue entry ttl ms  ARGV[6] "1" to join the waiters when not served
--- ARGV[7] the caller's grant channel  ARGV[8] "1" to (re)set its Client's
--- alive key when joining  ARGV[9] claim window ms
+-- ARGV[7] the caller's grant channel  ARGV[8] "1" to (re)enter its
+-- Client in A when joining  ARGV[9] claim window ms
 -- Returns {1, fence} acquired, {2, fence} claimed or re-entered,
 -- {0, holder pttl ms} held (or, free, just granted to an earlier waiter).
 local v = redis.call('GET', KEYS[1])
@@ -20,9 +21,9 @@ local me = ARGV[1] .. '|' .. ARGV[7]
 
 local function enqueue()
   if ARGV[6] ~= '1' then return end
-  local alive = nil
-  if ARGV[8] == '1' then alive = wait_alive_key(KEYS[3], ARGV[7]) end
-  wait_join(KEYS[3], me, alive, ARGV[5])
+  local a = nil
+  if ARGV[8] == '1' then a = KEYS[4] end
+  wait_join(KEYS[3], me, a, ARGV[7], tonumber(ARGV[5]))
   redis.call('PEXPIRE', KEYS[3], 2 * tonumber(ARGV[5]))
 end
 
@@ -43,7 +44,7 @@ end
 -- that is the caller (or nobody waits); else it grants it to that waiter,
 -- as the release that did not come (a holder that expired, a grant not
 -- claimed) would have.
-if wait_grant(KEYS[1], KEYS[2], KEYS[3], ARGV[9], ARGV[4], me) == 'granted' then
+if wait_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[9], ARGV[4], me) == 'granted' then
   enqueue()
   return {0, tonumber(ARGV[9])}
 end

@@ -1,5 +1,6 @@
 -- Read a lease for operators.
 -- KEYS[1] lease   KEYS[2] fence counter   KEYS[3] the waiters W
+-- KEYS[4] their Clients A
 -- Returns {value or false, pttl ms, fence or false, queued waiters, ms the
 -- first live one has waited}.
 local age = 0
@@ -7,7 +8,8 @@ local now = now_us()
 local first = redis.call('ZRANGE', KEYS[3], 0, 15, 'WITHSCORES')
 for i = 1, #first, 2 do
   local _, chan = wait_split(first[i])
-  if chan and redis.call('EXISTS', wait_alive_key(KEYS[3], chan)) == 1 then
+  local lapse = chan and redis.call('ZSCORE', KEYS[4], chan)
+  if lapse and tonumber(lapse) * 1000 >= now then
     age = math.max(0, math.floor((now - tonumber(first[i + 1])) / 1000))
     break
   end

@@ -2,11 +2,14 @@
 -- is "<token>|<grant channel>", scored by the server time it joined, in µs,
 -- so the lowest score has waited longest. The grant channel is its
 -- Client's own: a grant to the waiter is published there, and reaches one
--- process, not every process subscribed to the key. A Client with waiters
--- in W keeps one key alive for all of them, A ("<W>:a:<grant channel>",
--- under the same hash tag): the first waiter it queues sets it, and its
--- periodic touch (queue_touch.lua) refreshes it and W. A member whose A has
--- expired belongs to a process that died, and is skipped.
+-- process, not every process subscribed to the key. Beside W, a sorted set
+-- A ("<lease>:w:a") keeps the Clients that have waiters in W alive: member
+-- the grant channel, scored by when it lapses (server ms). A Client sets
+-- its score when it first queues a waiter, and its periodic touch
+-- (queue_touch.lua, one per Client and key) pushes it on and drops the
+-- Clients that lapsed. A member of W whose Client is not in A belongs to a
+-- process that died, and is skipped. Both are declared keys of every
+-- script that reads them, under the key's hash tag.
 
 local function now_us()
   local t = redis.call('TIME')
@@ -18,17 +21,14 @@ local function wait_split(m)
   return string.match(m, '^([^|]*)|(.*)$')
 end
 
--- wait_alive_key names the key that keeps a Client's members of w alive.
-local function wait_alive_key(w, chan)
-  return w .. ':a:' .. chan
-end
-
--- wait_join queues member (if not queued yet) in w. alive, when set, is
--- the Client's key to (re)set for entry ms.
-local function wait_join(w, member, alive, entry)
-  redis.call('ZADD', w, 'NX', now_us(), member)
-  if alive then
-    redis.call('SET', alive, '1', 'PX', entry)
+-- wait_join queues member (if not queued yet) in w. a, when set, is A:
+-- the member's Client is (re)entered there for entry ms.
+local function wait_join(w, member, a, chan, entry)
+  local now = now_us()
+  redis.call('ZADD', w, 'NX', now, member)
+  if a then
+    redis.call('ZADD', a, math.floor(now / 1000) + entry, chan)
+    redis.call('PEXPIRE', a, 2 * entry)
   end
 end
 
@@ -39,17 +39,17 @@ end
 -- channel and "g:<token>" on the lease's observer channel "<lease>:o".
 -- The waiter next in line hears "n:<token>|<lease>" on its own channel: it
 -- looks again once the claim window has passed, so a grantee that died
--- meanwhile costs one claim window. Members whose Client is gone are
--- dropped on the way. Returns 'granted'; 'me' if the member it came to
+-- meanwhile costs one claim window. Members whose Client is gone (not in
+-- A) are dropped on the way. Returns 'granted'; 'me' if the member it came to
 -- was me (taken out of w, not granted: the caller takes the lease); nil if
 -- nobody waits.
-local function wait_grant(lease, fence, w, claim, retention, me)
+local function wait_grant(lease, fence, w, a, claim, retention, me)
   while true do
     local m = redis.call('ZPOPMIN', w)
     if not m[1] then return nil end
     if m[1] == me then return 'me' end
     local tok, chan = wait_split(m[1])
-    if tok and redis.call('EXISTS', wait_alive_key(w, chan)) == 1 then
+    if tok and redis.call('ZSCORE', a, chan) then
       next_fence(fence, retention)
       redis.call('SET', lease, tok .. '|', 'PX', claim)
       redis.call('PUBLISH', chan, 'g:' .. tok .. '|' .. lease)

@@ -1,18 +1,24 @@
 -- Keep a Client's queued mutex waiters of one key in place, cheaply: the
 -- periodic call, one per Client and key, made while they hear nothing. It
--- refreshes the Client's alive key and W (see lib_wait.lua), and tells
--- which of the members are still queued.
--- KEYS[1] lease  KEYS[2] the waiters W  KEYS[3] the Client's alive key
--- ARGV[1] queue entry ttl ms  ARGV[2..] the Client's members of W
+-- pushes the Client's lapse time in A on, drops the Clients that lapsed,
+-- keeps A and W alive (see lib_wait.lua), and tells which of the members
+-- are still queued.
+-- KEYS[1] lease  KEYS[2] the waiters W  KEYS[3] their Clients A
+-- ARGV[1] queue entry ttl ms  ARGV[2] the Client's grant channel
+-- ARGV[3..] the Client's members of W
 -- Returns {holder pttl ms (-2: free), then per member 1 queued, 0 not}.
 local entry = tonumber(ARGV[1])
-redis.call('SET', KEYS[3], '1', 'PX', entry)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[3], now + entry, ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)
+redis.call('PEXPIRE', KEYS[3], 2 * entry)
 redis.call('PEXPIRE', KEYS[2], 2 * entry)
 local r = {redis.call('PTTL', KEYS[1])}
-if #ARGV > 1 then
-  local s = redis.call('ZMSCORE', KEYS[2], unpack(ARGV, 2))
-  for i = 2, #ARGV do
-    if s[i - 1] then r[i] = 1 else r[i] = 0 end
+if #ARGV > 2 then
+  local s = redis.call('ZMSCORE', KEYS[2], unpack(ARGV, 3))
+  for i = 3, #ARGV do
+    if s[i - 2] then r[i - 1] = 1 else r[i - 1] = 0 end
   end
 end
 return r

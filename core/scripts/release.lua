@@ -6,7 +6,7 @@
 -- its repeats; a single server sends "r:" alone, never dropped. A token
 -- that does not hold the lease leaves W instead (a waiter giving up).
 -- KEYS[1] lease (also the notification channel)  KEYS[2] fence counter
--- KEYS[3] the waiters W
+-- KEYS[3] the waiters W  KEYS[4] their Clients A
 -- ARGV[1] token  ARGV[2] claim window ms  ARGV[3] fence retention ms
 -- ARGV[4] release nonce (Redlock), or ''  ARGV[5] the caller's grant
 -- channel (its member of W is "<token>|<channel>")
@@ -25,7 +25,7 @@ if not owns(v, ARGV[1]) then
   end
   return 0
 end
-if wait_grant(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3]) then
+if wait_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3]) then
   return 1
 end
 redis.call('DEL', KEYS[1])
