@@ -338,8 +338,9 @@ func (w *watchdog) start(batch []*lease) {
 	}()
 }
 
-// errNoAnswer is the cause recorded for a renewal given up on.
-var errNoAnswer = errors.New("no answer to its renewal in time")
+// errNoAnswer is the cause recorded for a renewal given up on: a timeout,
+// as a renewal call that timed out reports (context.DeadlineExceeded).
+var errNoAnswer = fmt.Errorf("no answer to its renewal in time: %w", context.DeadlineExceeded)
 
 // renew sends one batch and hands each lease its outcome. It gives up
 // waiting after a third of the time the batch's earliest deadline leaves
