@@ -2,10 +2,13 @@ package core_test
 
 import (
 	"context"
+	"crypto/rand"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/internal/redistest"
@@ -69,13 +72,80 @@ func BenchmarkRedis(b *testing.B) {
 	withServerCPU := func(f func(*testing.B, *core.Client)) func(*testing.B) {
 		return func(b *testing.B) {
 			rdb.ConfigResetStat(context.Background())
+			cpu := selfMicros()
 			f(b, c)
 			b.StopTimer()
+			b.ReportMetric((selfMicros()-cpu)/float64(b.N), "client-µs/op")
 			b.ReportMetric(serverMicros(b, rdb)/float64(b.N), "redis-µs/op")
 		}
 	}
 	b.Run("Cycle", withServerCPU(benchCycle))
 	b.Run("Parallel", withServerCPU(benchParallel))
+	// The floor to compare with: SET NX PX, then a compare-and-delete
+	// script (EVALSHA), on the same server and Redis client.
+	raw := func(f func(*testing.B, func(key string))) func(*testing.B) {
+		return func(b *testing.B) {
+			ctx := context.Background()
+			if err := rawRelease.Load(ctx, rdb).Err(); err != nil {
+				b.Fatal(err)
+			}
+			rdb.ConfigResetStat(ctx)
+			cpu := selfMicros()
+			f(b, func(key string) {
+				tok := rand.Text()
+				ok, err := rdb.SetNX(ctx, key, tok, 30*time.Second).Result()
+				if err != nil || !ok {
+					b.Fatal(ok, err)
+				}
+				if err := rawRelease.Run(ctx, rdb, []string{key}, tok).Err(); err != nil {
+					b.Fatal(err)
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric((selfMicros()-cpu)/float64(b.N), "client-µs/op")
+			b.ReportMetric(serverMicros(b, rdb)/float64(b.N), "redis-µs/op")
+		}
+	}
+	b.Run("RawCycle", raw(benchRawCycle))
+	b.Run("RawParallel", raw(benchRawParallel))
+}
+
+var rawRelease = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`)
+
+// benchRawCycle is benchCycle for the floor's cycle.
+func benchRawCycle(b *testing.B, cycle func(key string)) {
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = "bench:raw:" + strconv.Itoa(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cycle(keys[i%len(keys)])
+	}
+}
+
+// benchRawParallel is benchParallel for the floor's cycle.
+func benchRawParallel(b *testing.B, cycle func(key string)) {
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		key := "bench:raw:p:" + strconv.FormatInt(next.Add(1), 10)
+		for pb.Next() {
+			cycle(key)
+		}
+	})
+}
+
+// selfMicros is the CPU time (user and system) this process has used, in
+// microseconds: every goroutine's, the runtime's and the Redis client's.
+func selfMicros() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
 }
 
 // serverMicros sums the CPU microseconds Redis spent in commands.
