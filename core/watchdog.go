@@ -239,10 +239,18 @@ func (w *watchdog) run() {
 			due = append(due, heap.Pop(&w.h).(*lease))
 		}
 		var wait time.Duration
-		if len(w.h) > 0 {
+		switch {
+		case len(w.h) > 0:
 			w.armedAt = w.h[0].due
 			wait = w.armedAt.Sub(now)
-		} else {
+		case w.armedAt.After(now):
+			// Every lease it was armed for was released: it looks at the
+			// time it promised anyway. Going idle instead would make the
+			// next add wake it — and on the hot path (acquire, release,
+			// acquire...) the heap is empty again by the time it runs, so
+			// every acquisition would wake it.
+			wait = w.armedAt.Sub(now)
+		default:
 			w.armedAt = time.Time{}
 		}
 		w.mu.Unlock()
