@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,23 +67,23 @@ var (
 	queueTouchLua string
 
 	// Each script is the shared helpers it uses followed by its body.
-	acquireScript      = redis.NewScript(libOwns + libFence + libWait + acquireLua)
-	acquireFairScript  = redis.NewScript(libOwns + libFence + libWait + acquireFairLua)
-	extendScript       = redis.NewScript(libOwns + extendLua)
-	releaseScript      = redis.NewScript(libOwns + libFence + libWait + releaseLua)
-	inspectScript      = redis.NewScript(libWait + inspectLua)
-	fenceMaxScript     = redis.NewScript(fenceMaxLua)
-	semAcquireScript   = redis.NewScript(libFence + libQueue + libSem + semAcquireLua)
-	semExtendScript    = redis.NewScript(libQueue + libSem + semExtendLua)
-	semReleaseScript   = redis.NewScript(libQueue + libSem + semReleaseLua)
-	rwRLockScript      = redis.NewScript(libFence + libQueue + libSem + rwRLockLua)
-	inspectHoldsScript = redis.NewScript(libQueue + inspectHoldsLua)
-	rwLockScript       = redis.NewScript(libOwns + libFence + libQueue + libSem + rwLockLua)
-	rwUnlockScript     = redis.NewScript(libOwns + libQueue + rwUnlockLua)
-	acquireAllScript   = redis.NewScript(libFence + acquireAllLua)
-	evictScript        = redis.NewScript(libFence + evictLua)
-	extendManyScript   = redis.NewScript(libOwns + extendManyLua)
-	queueTouchScript   = redis.NewScript(queueTouchLua)
+	acquireScript      = newLuaScript(libOwns + libFence + libWait + acquireLua)
+	acquireFairScript  = newLuaScript(libOwns + libFence + libWait + acquireFairLua)
+	extendScript       = newLuaScript(libOwns + extendLua)
+	releaseScript      = newLuaScript(libOwns + libFence + libWait + releaseLua)
+	inspectScript      = newLuaScript(libWait + inspectLua)
+	fenceMaxScript     = newLuaScript(fenceMaxLua)
+	semAcquireScript   = newLuaScript(libFence + libQueue + libSem + semAcquireLua)
+	semExtendScript    = newLuaScript(libQueue + libSem + semExtendLua)
+	semReleaseScript   = newLuaScript(libQueue + libSem + semReleaseLua)
+	rwRLockScript      = newLuaScript(libFence + libQueue + libSem + rwRLockLua)
+	inspectHoldsScript = newLuaScript(libQueue + inspectHoldsLua)
+	rwLockScript       = newLuaScript(libOwns + libFence + libQueue + libSem + rwLockLua)
+	rwUnlockScript     = newLuaScript(libOwns + libQueue + rwUnlockLua)
+	acquireAllScript   = newLuaScript(libFence + acquireAllLua)
+	evictScript        = newLuaScript(libFence + evictLua)
+	extendManyScript   = newLuaScript(libOwns + extendManyLua)
+	queueTouchScript   = newLuaScript(queueTouchLua)
 
 	// Arguments that never change, boxed once.
 	retentionArg any = fenceRetention.Milliseconds()
@@ -114,6 +115,8 @@ func NewRedis(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	rb := &redisBackend{rdb: rdb, ackN: c.cfg.ackN, ackTimeout: c.cfg.ackTimeout}
+	rb.defaultTTL = c.cfg.lock.ttl.Truncate(time.Millisecond)
+	rb.defaultTTLArg = rb.defaultTTL.Milliseconds()
 	c.setBackend(rb, 2*time.Second, CapFair|CapNotify|CapReplicaAck|CapList|CapClaims|CapPrimitives)
 	rb.ps.init(rdb, c.nt)
 	rb.grants = c.nt.grantChannel(c.cfg.prefix)
@@ -134,6 +137,9 @@ type redisBackend struct {
 	ps         redisPubSub
 	ackN       int // WithReplicaAck
 	ackTimeout time.Duration
+
+	defaultTTL    time.Duration // the Client's (WithTTL), in whole milliseconds
+	defaultTTLArg any           // its milliseconds, boxed once (ttlArg)
 
 	// grants is the Client's own grant channel: a queued mutex waiter
 	// names it when it joins, and a release that grants it the key
@@ -284,8 +290,18 @@ func (b *redisBackend) unqueued(n names, token string) {
 }
 
 func (b *redisBackend) acquire(ctx context.Context, n names, token, value string, ttl time.Duration, fair, enqueue bool) (acquireResult, error) {
-	script, keys := acquireScript, []string{n.lease, n.fence}
-	args := []any{token, value, ttl.Milliseconds(), retentionArg}
+	// The keys and arguments live on the stack (luaScript.run copies
+	// them); the token is boxed once, and is the value too without
+	// metadata.
+	var kb [7]string
+	var ab [9]any
+	tok := any(token)
+	val := tok
+	if value != token {
+		val = value
+	}
+	script, keys := acquireScript, append(kb[:0], n.lease, n.fence)
+	args := append(ab[:0], tok, val, b.ttlArg(ttl), retentionArg)
 	heard := false // grants on the Client's channel were heard before the script ran
 	waits := false // a mutex waiter that may join W
 	alive := ""    // "1": it enters the Client in A
@@ -295,16 +311,16 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 		if fair && enqueue {
 			join = "1"
 		}
-		script, keys = semAcquireScript, []string{n.lease, n.fence, n.vals, n.queue, n.dues, n.since()}
+		script, keys = semAcquireScript, append(kb[:0], n.lease, n.fence, n.vals, n.queue, n.dues, n.since())
 		args = append(args, n.limit, entryTTLArg, join, b.grants)
 	case n.limit == rwRead:
-		script, keys = rwRLockScript, []string{n.lease, n.readers, n.vals, n.queue, n.fence}
+		script, keys = rwRLockScript, append(kb[:0], n.lease, n.readers, n.vals, n.queue, n.fence)
 	case n.limit == rwWrite:
 		join := "0"
 		if enqueue {
 			join = "1"
 		}
-		script, keys = rwLockScript, []string{n.lease, n.readers, n.vals, n.queue, n.fence, n.dues, n.since()}
+		script, keys = rwLockScript, append(kb[:0], n.lease, n.readers, n.vals, n.queue, n.fence, n.dues, n.since())
 		args = append(args, entryTTLArg, join)
 	case fair:
 		join := "0"
@@ -312,7 +328,7 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 			join = "1"
 			heard, waits, alive = b.grantsReady(), true, b.aliveArg(n)
 		}
-		script, keys = acquireFairScript, []string{n.lease, n.fence, n.queue, n.dues}
+		script, keys = acquireFairScript, append(kb[:0], n.lease, n.fence, n.queue, n.dues)
 		args = append(args, touchEntryTTL().Milliseconds(), join, b.grants, alive, claimArg)
 	case enqueue:
 		heard, waits, alive = b.grantsReady(), true, b.aliveArg(n)
@@ -323,10 +339,11 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 	var r acquireResult
 	var err error
 	if b.ackN > 0 {
-		r, err = b.acquireAcked(ctx, n, token, script, keys, args)
+		r, err = b.acquireAcked(ctx, n, token, script, slices.Clone(keys), slices.Clone(args))
 	} else {
+		var vb [2]int64
 		var v []int64
-		v, err = script.Run(ctx, b.rdb, keys, args...).Int64Slice()
+		v, err = replyInts(script.run(ctx, b.rdb, keys, args...), vb[:0])
 		if err == nil {
 			r, err = parseAcquire(v)
 		}
@@ -353,9 +370,18 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 // claims a grant whose message was missed.
 func (b *redisBackend) grantsReady() bool { return b.ps.nt.grantsReady() }
 
+// ttlArg is ttl in milliseconds, as a script argument: the Client's
+// default TTL is boxed once.
+func (b *redisBackend) ttlArg(ttl time.Duration) any {
+	if ttl == b.defaultTTL {
+		return b.defaultTTLArg
+	}
+	return ttl.Milliseconds()
+}
+
 // acquireAcked runs the acquisition and WAIT in one pipeline on the key's
 // primary, and gives the lease back if too few replicas acknowledged it.
-func (b *redisBackend) acquireAcked(ctx context.Context, n names, token string, script *redis.Script, keys []string, args []any) (acquireResult, error) {
+func (b *redisBackend) acquireAcked(ctx context.Context, n names, token string, script *luaScript, keys []string, args []any) (acquireResult, error) {
 	cmd, acks, err := b.runAcked(ctx, n.lease, script, keys, args)
 	if err != nil {
 		return acquireResult{}, err
@@ -377,7 +403,7 @@ func (b *redisBackend) acquireAcked(ctx context.Context, n names, token string, 
 
 // runAcked runs script followed by WAIT on one connection to the primary
 // of key, loading the script if the server lacks it.
-func (b *redisBackend) runAcked(ctx context.Context, key string, script *redis.Script, keys []string, args []any) (*redis.Cmd, *redis.Cmd, error) {
+func (b *redisBackend) runAcked(ctx context.Context, key string, script *luaScript, keys []string, args []any) (*redis.Cmd, *redis.Cmd, error) {
 	var conn redis.Cmdable = b.rdb
 	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
 		m, err := cc.MasterForKey(ctx, key)
@@ -421,7 +447,7 @@ func (b *redisBackend) checkAcks(acks *redis.Cmd) error {
 
 func parseAcquire(v []int64) (acquireResult, error) {
 	if len(v) != 2 {
-		return acquireResult{}, fmt.Errorf("core: unexpected acquire reply %v", v)
+		return acquireResult{}, fmt.Errorf("core: unexpected acquire reply %v", slices.Clone(v)) // v may be on the caller's stack
 	}
 	if v[0] == 1 || v[0] == 2 { // acquired, or re-entered with the same token
 		return acquireResult{acquired: true, fence: v[1]}, nil
@@ -559,7 +585,7 @@ func (r *extendReq) keys() []string {
 
 // script is the extend script of the request's kind of lease: a permit or
 // a read hold lives in a sorted set, a mutex or a write hold is a key.
-func (r *extendReq) script() *redis.Script {
+func (r *extendReq) script() *luaScript {
 	if r.n.limit > 0 || r.n.limit == rwRead {
 		return semExtendScript
 	}
@@ -582,7 +608,7 @@ func (b *redisBackend) release(ctx context.Context, n names, token string) (bool
 // releaseNonce is release with the nonce its notification carries.
 func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce string) (bool, error) {
 	if n.limit > 0 {
-		v, err := semReleaseScript.Run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since()}, token, n.limit).Int64()
+		v, err := semReleaseScript.run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since()}, token, n.limit).Int64()
 		return v == 1, err
 	}
 	if n.rw() {
@@ -590,10 +616,10 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 		if n.limit == rwWrite {
 			hold = "w"
 		}
-		v, err := rwUnlockScript.Run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since()}, token, hold).Int64()
+		v, err := rwUnlockScript.run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since()}, token, hold).Int64()
 		return v == 1, err
 	}
-	v, err := releaseScript.Run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues},
+	v, err := releaseScript.run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues},
 		token, claimArg, retentionArg, nonce, b.grants).Int64()
 	// A waiter giving up: out of W, or holding a grant it passed on.
 	b.unqueued(n, token)
@@ -712,8 +738,8 @@ var (
 	//go:embed scripts/set_newer.lua
 	setNewerLua string
 
-	claimWithinScript = redis.NewScript(claimWithinLua)
-	setNewerScript    = redis.NewScript(setNewerLua)
+	claimWithinScript = newLuaScript(claimWithinLua)
+	setNewerScript    = newLuaScript(setNewerLua)
 )
 
 func (b *redisBackend) claimRecordWithin(ctx context.Context, key, value string, ttl time.Duration, plannedMs, windowMs int64) (verdict, error) {
