@@ -67,10 +67,8 @@ func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (se
 		return settings{}, err
 	}
 	s := c.cfg.lock
-	for _, o := range opts {
-		if o != nil {
-			o.applyLock(&s)
-		}
+	if len(opts) > 0 {
+		s = withOptions(s, opts)
 	}
 	if s.err != nil {
 		return settings{}, s.err
@@ -91,6 +89,18 @@ func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (se
 		return settings{}, fmt.Errorf("core: acquire %q: %w", key, context.Cause(ctx))
 	}
 	return s, nil
+}
+
+// withOptions returns s with opts applied. (Apart from prepare, so that a
+// call without options does not pay for the settings escaping to the heap
+// through the options' interface.)
+func withOptions(s settings, opts []LockOption) settings {
+	for _, o := range opts {
+		if o != nil {
+			o.applyLock(&s)
+		}
+	}
+	return s
 }
 
 // TryLock makes one attempt to acquire key. It returns ErrNotAcquired if
