@@ -479,10 +479,16 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 // hands the lease to the watchdog; if the Client was closed meanwhile, it
 // gives the lease back and returns nil. The caller holds c.attempts.
 func (c *Client) register(ctx context.Context, key string, n names, tok string, fence int64, s *settings, start time.Time) *Lock {
-	l := &lease{
+	// The lease and its first handle in one allocation.
+	first := &struct {
+		l lease
+		h Lock
+	}{l: lease{
 		c: c, key: key, n: n, token: tok, fence: fence, meta: s.metadata, kind: s.kind, start: start,
 		ttl: s.ttl, margin: s.margin, autoRenew: s.autoRenew, holds: 1, idx: -1,
-	}
+	}}
+	l := &first.l
+	first.h.l = l
 	if c.cfg.observer != nil { // ctx is the one the Observer returned
 		l.obsCtx = context.WithoutCancel(ctx)
 	}
@@ -490,7 +496,7 @@ func (c *Client) register(ctx context.Context, key string, n names, tok string, 
 		c.releaseQuietly(context.WithoutCancel(ctx), l)
 		return nil
 	}
-	return &Lock{l: l}
+	return &first.h
 }
 
 // forget releases, in the background and bounded, a lease an acquisition
