@@ -43,3 +43,13 @@ func SetTouchTimings(poll, entry time.Duration) (restore func()) {
 		touchTimings[1].Store(int64(touchEntryTTLDefault))
 	}
 }
+
+// FenceMaxHash is the SHA1 of Redlock's fence write-back script.
+var FenceMaxHash = fenceMaxScript.Hash()
+
+// SetClockSkew makes Redlock acquisitions propose their fences as a client
+// whose clock is off by d would, until restore is called.
+func SetClockSkew(d time.Duration) (restore func()) {
+	clockSkew.Store(int64(d))
+	return func() { clockSkew.Store(0) }
+}

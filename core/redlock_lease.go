@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// Redlock lease operations: acquire (quorum, validity, fence write-back),
-// release, extend, heal, inspect.
+// Redlock lease operations: acquire (quorum, validity; its fence is in
+// redlock_fence.go), release, extend, heal, inspect.
 
 func (b *redlockBackend) acquire(ctx context.Context, n names, token, value string, ttl time.Duration, fair, _ bool) (acquireResult, error) {
 	if fair {
@@ -22,8 +22,9 @@ func (b *redlockBackend) acquire(ctx context.Context, n names, token, value stri
 	// lease; a release of this token waits for them first.
 	pending := b.track(token)
 	defer b.untrack(token, pending)
+	proposal := fenceProposal()
 	unanswered := b.fanoutTracked(ctx, nodeTimeout(ttl), pending, func(ctx context.Context, i int) nodeReply {
-		r, err := b.nodes[i].acquire(ctx, n, token, value, ttl, false, false)
+		r, err := b.nodes[i].acquireProposed(ctx, n, token, value, ttl, proposal)
 		return nodeReply{acq: r, err: err}
 	}, func(r nodeReply) bool {
 		switch {
@@ -71,42 +72,6 @@ func (b *redlockBackend) acquire(ctx context.Context, n names, token, value stri
 		return acquireResult{}, fmt.Errorf("core: redlock acquire took %v of a %v ttl: no validity left", time.Since(start), ttl)
 	}
 	return acquireResult{}, b.quorumError("acquire", len(won), failed)
-}
-
-// settleFence returns the highest fence the winners saw, first raising a
-// majority of counters to it when fewer than a majority are there already.
-func (b *redlockBackend) settleFence(ctx context.Context, n names, won []nodeReply, ttl time.Duration) (int64, error) {
-	var fence int64
-	for _, r := range won {
-		fence = max(fence, r.acq.fence)
-	}
-	at := 0
-	for _, r := range won {
-		if r.acq.fence == fence {
-			at++
-		}
-	}
-	if at >= b.quorum {
-		return fence, nil
-	}
-	acks := 0
-	var failed []nodeReply
-	unanswered := b.fanout(ctx, nodeTimeout(ttl), func(ctx context.Context, i int) nodeReply {
-		err := fenceMaxScript.Run(ctx, b.nodes[i].rdb, []string{n.fence}, fmt.Sprint(fence), retentionArg).Err()
-		return nodeReply{err: err}
-	}, func(r nodeReply) bool {
-		if r.err == nil {
-			acks++
-		} else {
-			failed = append(failed, r)
-		}
-		return acks >= b.quorum
-	})
-	if acks < b.quorum {
-		failed = append(failed, unanswered...)
-		return 0, b.quorumError("fence write-back", acks, failed)
-	}
-	return fence, nil
 }
 
 // track registers the acquire calls of token in flight.

@@ -1,0 +1,23 @@
+-- Redlock's acquisition on one node: acquire.lua without the waiters'
+-- queue (Redlock has no fair mode), with the fence its client proposes to
+-- every node (next_fence).
+-- KEYS[1] lease   KEYS[2] fence counter
+-- ARGV[1] token   ARGV[2] lease value (token, or token|metadata)
+-- ARGV[3] ttl ms  ARGV[4] fence counter retention ms
+-- ARGV[5] proposed fence (µs)
+-- Returns {1, fence} acquired, {2, fence} re-entered, {0, holder pttl ms}
+-- held.
+if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) then
+  return {1, next_fence(KEYS[2], ARGV[4], ARGV[5])}
+end
+if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
+  -- Re-entry never shortens the lease its other holders were promised.
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  end
+  -- The lease's fence; if its counter expired meanwhile, a new, higher one.
+  local f = redis.call('GET', KEYS[2])
+  if not f then f = next_fence(KEYS[2], ARGV[4], ARGV[5]) end
+  return {2, tonumber(f)}
+end
+return {0, redis.call('PTTL', KEYS[1])}
