@@ -326,8 +326,9 @@ func TestFaultRedlockReleaseAfterTakeover(t *testing.T) {
 
 // Redlock: when nodes do not answer the fence write-back in time, the
 // QuorumError must name them, as the acquisition's QuorumError does ("no
-// answer within ..."). Node 0's counter is ahead, so the winners disagree
-// and the fence is written back; nodes 1 and 2 answer that write slowly.
+// answer within ..."). Nodes 0 and 1 have counters ahead, each its own, so
+// no two winners agree and the fence is written back (fresh counters would
+// all take the client's proposal); nodes 1 and 2 answer that write slowly.
 func TestFaultRedlockSlowFenceWriteBack(t *testing.T) {
 	faultTest(t)
 	var mrs []*miniredis.Miniredis
@@ -348,6 +349,7 @@ func TestFaultRedlockSlowFenceWriteBack(t *testing.T) {
 	warm.Release(ctx)
 
 	mrs[0].Set(prefix+":{k}:fence", "5000000000000000")
+	mrs[1].Set(prefix+":{k}:fence", "4000000000000000")
 	for _, mr := range mrs[1:] {
 		// The write-back script is the only one with a single key.
 		mr.Server().SetPreHook(func(_ *server.Peer, cmd string, args ...string) bool {
