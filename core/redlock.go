@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/latchkey/latchkey/internal/errjoin"
@@ -22,8 +23,9 @@ import (
 // not slow it. Otherwise the lease is released on every node, including
 // those that did not answer, and the error is ErrNotAcquired when other
 // holders stood in the way (the waiter retries after a random delay or a
-// release notification) or a *QuorumError naming each failed node. Renewal
-// needs a majority too, and re-creates the lease on a node that lost it
+// release notification) or a *QuorumError naming each failed node. A
+// release returns as soon as a majority deleted the lease; the other nodes'
+// deletes follow (Close waits for them). Renewal needs a majority too, and re-creates the lease on a node that lost it
 // (restarted empty) while a majority still holds it. The fence is the
 // highest of the nodes' counters. The client proposes the same fence to
 // every node (its clock in µs plus 100 ms; a node takes it up to 200 ms
@@ -56,7 +58,7 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 	if err != nil {
 		return nil, err
 	}
-	rl := &redlockBackend{quorum: len(nodes)/2 + 1}
+	rl := &redlockBackend{quorum: len(nodes)/2 + 1, work: make(chan func()), quit: make(chan struct{})}
 	for i, rdb := range nodes {
 		rl.nodes = append(rl.nodes, &redisBackend{rdb: rdb, ackN: c.cfg.ackN, ackTimeout: c.cfg.ackTimeout})
 		rl.names = append(rl.names, nodeName(i, rdb))
@@ -115,27 +117,58 @@ type redlockBackend struct {
 	nodes  []*redisBackend
 	names  []string
 	quorum int
-	wg     sync.WaitGroup // node calls still running
+	wg     sync.WaitGroup // workers running
+
+	work chan func()   // to a worker waiting for one
+	quit chan struct{} // closed by close: waiting workers end
+	idle atomic.Int32  // workers waiting for work
 
 	mu       sync.Mutex
 	closed   bool
-	inflight map[string]*sync.WaitGroup // by token: acquire calls still running
+	inflight map[string]*calls // by token: its node calls still running
 }
 
-// spawn runs f in a goroutine counted in b.wg, unless the backend is
-// closed (then it reports false and runs nothing).
+// maxIdleWorkers bounds the workers that wait for work, per node.
+const maxIdleWorkers = 8
+
+// spawn runs f on a worker — one that waits for work if there is one, else
+// a new one — unless the backend is closed (then it reports false and runs
+// nothing). Node calls run on workers rather than a goroutine each: a new
+// goroutine's stack grows (and is copied) to what a go-redis call needs on
+// every call, a worker's has grown already. At most maxIdleWorkers per node
+// wait for more; the rest end when their call does, and close ends them all.
 func (b *redlockBackend) spawn(f func()) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return false
 	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		f()
-	}()
+	select {
+	case b.work <- f:
+	default:
+		b.wg.Add(1)
+		go b.worker(f)
+	}
 	return true
+}
+
+// worker runs f, then what spawn hands it while it waits, until close or
+// until enough others wait.
+func (b *redlockBackend) worker(f func()) {
+	defer b.wg.Done()
+	for {
+		f()
+		if b.idle.Add(1) > int32(maxIdleWorkers*len(b.nodes)) {
+			b.idle.Add(-1)
+			return
+		}
+		select {
+		case f = <-b.work:
+			b.idle.Add(-1)
+		case <-b.quit:
+			return
+		}
+	}
 }
 
 // nodeTimeout bounds one node's answer: a tenth of the TTL, between 100 ms
@@ -160,26 +193,34 @@ func (b *redlockBackend) fanout(ctx context.Context, timeout time.Duration, call
 }
 
 // fanoutTracked is fanout that also counts the node calls in pending.
-func (b *redlockBackend) fanoutTracked(ctx context.Context, timeout time.Duration, pending *sync.WaitGroup, call func(ctx context.Context, i int) nodeReply, done func(nodeReply) bool) (unanswered []nodeReply) {
-	base := context.WithoutCancel(ctx)
+func (b *redlockBackend) fanoutTracked(ctx context.Context, timeout time.Duration, pending *calls, call func(ctx context.Context, i int) nodeReply, done func(nodeReply) bool) (unanswered []nodeReply) {
+	// One deadline for all the calls, released by the last to end.
+	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	var running atomic.Int32
+	running.Store(int32(len(b.nodes)))
+	end := func() {
+		if running.Add(-1) == 0 {
+			cancel()
+		}
+	}
 	ch := make(chan nodeReply, len(b.nodes))
 	for i := range b.nodes {
 		if pending != nil {
-			pending.Add(1)
+			pending.add(i)
 		}
 		ok := b.spawn(func() {
-			if pending != nil {
-				defer pending.Done()
-			}
-			ctx, cancel := context.WithTimeout(base, timeout)
-			defer cancel()
-			r := call(ctx, i)
+			r := call(callCtx, i)
 			r.i = i
 			ch <- r
+			end()
+			if pending != nil {
+				pending.done(i)
+			}
 		})
 		if !ok {
+			end()
 			if pending != nil {
-				pending.Done()
+				pending.done(i)
 			}
 			ch <- nodeReply{i: i, err: ErrClosed}
 		}
@@ -261,7 +302,10 @@ func (b *redlockBackend) unsubscribe(channels ...string) {
 
 func (b *redlockBackend) close() {
 	b.mu.Lock()
-	b.closed = true
+	if !b.closed {
+		b.closed = true
+		close(b.quit)
+	}
 	b.mu.Unlock()
 	for _, nd := range b.nodes {
 		nd.close()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,11 +20,14 @@ func (b *redlockBackend) acquire(ctx context.Context, n names, token, value stri
 	start := time.Now()
 	var won, held, failed []nodeReply
 	// Node calls that answer after the outcome is known still set the
-	// lease; a release of this token waits for them first.
-	pending := b.track(token)
-	defer b.untrack(token, pending)
+	// lease; a release of this token waits for them (track). A release of
+	// the token (WithToken) that returned at a majority may still be
+	// deleting it on other nodes: each call waits for that node's delete.
+	pending, before := b.track(token)
+	defer b.untrack(pending)
 	proposal := fenceProposal()
 	unanswered := b.fanoutTracked(ctx, nodeTimeout(ttl), pending, func(ctx context.Context, i int) nodeReply {
+		before.wait(i)
 		r, err := b.nodes[i].acquireProposed(ctx, n, token, value, ttl, proposal)
 		return nodeReply{acq: r, err: err}
 	}, func(r nodeReply) bool {
@@ -55,7 +59,7 @@ func (b *redlockBackend) acquire(ctx context.Context, n names, token, value stri
 		for _, r := range held {
 			skip[r.i] = true
 		}
-		b.releaseExcept(ctx, n, token, skip)
+		b.releaseExcept(ctx, n, token, skip, false)
 	}
 	if len(held) > 0 && len(failed) <= len(b.nodes)-b.quorum {
 		// Contention, or a split vote: retry after the holder's expiry or
@@ -74,57 +78,91 @@ func (b *redlockBackend) acquire(ctx context.Context, n names, token, value stri
 	return acquireResult{}, b.quorumError("acquire", len(won), failed)
 }
 
-// track registers the acquire calls of token in flight.
-func (b *redlockBackend) track(token string) *sync.WaitGroup {
-	wg := new(sync.WaitGroup)
+// calls counts one token's node calls still running: an acquisition's, or
+// a release's that returned at a majority.
+type calls struct {
+	b     *redlockBackend
+	token string
+	nodes []sync.WaitGroup // each node's calls
+	left  atomic.Int32     // calls running, plus one until untrack
+}
+
+// add counts one more call to node i; done, sent when it ends, undoes that.
+func (c *calls) add(i int) {
+	c.nodes[i].Add(1)
+	c.left.Add(1)
+}
+
+func (c *calls) done(i int) {
+	c.nodes[i].Done()
+	c.drop()
+}
+
+// wait waits for the calls to node i (none if c is nil); waitAll for all.
+func (c *calls) wait(i int) {
+	if c != nil {
+		c.nodes[i].Wait()
+	}
+}
+
+func (c *calls) waitAll() {
+	if c != nil {
+		for i := range c.nodes {
+			c.nodes[i].Wait()
+		}
+	}
+}
+
+// drop forgets the token's entry once nothing is left to wait for.
+func (c *calls) drop() {
+	if c.left.Add(-1) > 0 {
+		return
+	}
+	c.b.mu.Lock()
+	if c.b.inflight[c.token] == c {
+		delete(c.b.inflight, c.token)
+	}
+	c.b.mu.Unlock()
+}
+
+// track registers the calls of token about to be sent, and returns those
+// sent before and still running (nil if none).
+func (b *redlockBackend) track(token string) (c, before *calls) {
+	c = &calls{b: b, token: token, nodes: make([]sync.WaitGroup, len(b.nodes))}
+	c.left.Store(1)
 	b.mu.Lock()
 	if b.inflight == nil {
-		b.inflight = make(map[string]*sync.WaitGroup)
+		b.inflight = make(map[string]*calls)
 	}
-	b.inflight[token] = wg
+	before = b.inflight[token]
+	b.inflight[token] = c
 	b.mu.Unlock()
-	return wg
+	return c, before
 }
 
-// untrack forgets them once they are all done, without blocking.
-func (b *redlockBackend) untrack(token string, wg *sync.WaitGroup) {
-	forget := func() {
-		wg.Wait()
-		b.mu.Lock()
-		if b.inflight[token] == wg {
-			delete(b.inflight, token)
-		}
-		b.mu.Unlock()
-	}
-	if !b.spawn(forget) {
-		forget()
-	}
-}
-
-// settle waits for token's acquire calls still in flight (each is bounded
-// by its node timeout), so a release cannot be overtaken by one of them.
-func (b *redlockBackend) settle(token string) {
-	b.mu.Lock()
-	wg := b.inflight[token]
-	b.mu.Unlock()
-	if wg != nil {
-		wg.Wait()
-	}
-}
+// untrack says the operation has returned: the entry goes once its calls
+// are done, without blocking.
+func (b *redlockBackend) untrack(c *calls) { c.drop() }
 
 // releaseAll deletes token's lease on every node and waits (bounded).
 func (b *redlockBackend) releaseAll(ctx context.Context, n names, token string) (released int, failed []nodeReply) {
-	return b.releaseExcept(ctx, n, token, nil)
+	return b.releaseExcept(ctx, n, token, nil, false)
 }
 
 // releaseExcept is releaseAll that skips the nodes marked in skip: those
 // that answered an acquisition with another holder's lease (nothing of
-// ours to delete there).
-func (b *redlockBackend) releaseExcept(ctx context.Context, n names, token string, skip []bool) (released int, failed []nodeReply) {
-	b.settle(token)
+// ours to delete there). Each node's delete waits for the token's acquire
+// call to that node, so that no late grant follows it. With early set it
+// returns once a majority deleted the lease and every acquire call of the
+// token has ended; the deletes on the other nodes go on, and an
+// acquisition presenting the token again waits for them.
+func (b *redlockBackend) releaseExcept(ctx context.Context, n names, token string, skip []bool, early bool) (released int, failed []nodeReply) {
 	ctx = context.WithoutCancel(ctx)
+	pending, before := b.track(token)
+	defer b.untrack(pending)
 	nonce := releaseNonce() // one release, one wake-up, however many nodes publish it
-	unanswered := b.fanout(ctx, 500*time.Millisecond, func(ctx context.Context, i int) nodeReply {
+	unanswered := b.fanoutTracked(ctx, 500*time.Millisecond, pending, func(ctx context.Context, i int) nodeReply {
+		before.wait(i)
 		if skip != nil && skip[i] {
 			return nodeReply{}
 		}
@@ -136,17 +174,23 @@ func (b *redlockBackend) releaseExcept(ctx context.Context, n names, token strin
 		} else if r.ok {
 			released++
 		}
-		return false
+		return early && released >= b.quorum
 	})
+	if early && released >= b.quorum {
+		// The deletes still under way follow their node's grant; no grant
+		// may come after the return (it would outlive the release there).
+		before.waitAll()
+		return released, failed
+	}
 	return released, append(failed, unanswered...)
 }
 
-// release reports the lease released when a majority of nodes held it. A
-// minority means it had expired or been taken over (ErrNotHeld) — unless
-// the nodes that failed to answer could have made up the majority, which
-// is a QuorumError.
+// release reports the lease released when a majority of nodes held it,
+// as soon as a majority deleted it. A minority means it had expired or
+// been taken over (ErrNotHeld) — unless the nodes that failed to answer
+// could have made up the majority, which is a QuorumError.
 func (b *redlockBackend) release(ctx context.Context, n names, token string) (bool, error) {
-	released, failed := b.releaseAll(ctx, n, token)
+	released, failed := b.releaseExcept(ctx, n, token, nil, true)
 	if released >= b.quorum {
 		return true, nil
 	}
