@@ -230,7 +230,7 @@ func (b *redlockBackend) fanoutTracked(ctx context.Context, timeout time.Duratio
 		var out []nodeReply
 		for i, ok := range seen {
 			if !ok {
-				out = append(out, nodeReply{i: i, err: fmt.Errorf("no answer within %v", timeout)})
+				out = append(out, nodeReply{i: i, err: noAnswer(timeout)})
 			}
 		}
 		return out
@@ -250,6 +250,13 @@ func (b *redlockBackend) fanoutTracked(ctx context.Context, timeout time.Duratio
 	}
 	return nil
 }
+
+// noAnswer is the error of a node that did not answer within the timeout
+// (formatted only if someone reads it: most acquisitions leave two nodes
+// unanswered and never do).
+type noAnswer time.Duration
+
+func (e noAnswer) Error() string { return "no answer within " + time.Duration(e).String() }
 
 type nodeReply struct {
 	i   int
