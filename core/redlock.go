@@ -28,11 +28,11 @@ import (
 // deletes follow (Close waits for them). Renewal needs a majority too, and re-creates the lease on a node that lost it
 // (restarted empty) while a majority still holds it. The fence is the
 // highest of the nodes' counters. The client proposes the same fence to
-// every node (its clock in µs plus 100 ms; a node takes it up to 200 ms
-// above its own clock), so nodes with clocks that roughly agree return
-// equal fences; when fewer than a majority returned the highest, it is
-// written back to a majority before the lock is returned. Either way the
-// next holder's fence is higher.
+// every node (its clock in µs plus 100 ms), and a node that seeds a missing
+// counter takes it, up to 200 ms above its own clock: so on a fresh key
+// nodes with clocks that roughly agree return equal fences. When fewer than
+// a majority returned the highest, it is written back to a majority before
+// the lock is returned. Either way the next holder's fence is higher.
 //
 // What Redlock does not guarantee: its safety assumes bounded clock drift
 // and process pauses. A node whose clock jumps forward expires the lease

@@ -11,7 +11,7 @@ import (
 )
 
 // Redlock's fence: each node's counter, the client's proposal that makes
-// the nodes agree, and the write-back when they do not.
+// nodes seeding a key agree, and the write-back when they do not.
 
 var (
 	//go:embed scripts/redlock_acquire.lua
@@ -21,27 +21,27 @@ var (
 )
 
 // fenceLead is how far ahead of its own clock a Redlock client proposes the
-// fence of an acquisition. A node's script raises its counter to the
-// proposal, but to at most FENCE_LEAD_MAX (200 ms, lib_fence.lua) above its
-// own clock, and a node seeding a missing counter starts from its clock at
-// the least. So the nodes whose clocks are within about 100 ms of the
-// client's (less the time the request takes to reach them) all return the
-// proposal: on fresh keys, and after a split vote or a missed acquisition
-// left their counters apart. The client then finds a majority agreeing and
-// writes nothing back (settleFence). Nodes further off return fences of
-// their own and the write-back settles them, as before.
+// fence of an acquisition. A node that has to seed a missing counter (a
+// fresh key, an expired counter, a server restarted empty) seeds it with
+// the proposal when that is above its own clock, by at most FENCE_LEAD_MAX
+// (200 ms, lib_fence.lua); a counter that exists counts on by one, as on a
+// single server. So on a fresh key the nodes whose clocks are within about
+// 100 ms of the client's (less the time the request takes to reach them)
+// all return the proposal, the client finds a majority agreeing and writes
+// nothing back (settleFence). Nodes further off seed from their own clocks
+// and the write-back settles them, as before.
 //
 // What this costs the restart argument of lib_fence.lua (a counter seeded
 // after a data-losing restart is above every fence handed out before): a
-// counter may now stand up to 200 ms above its server's clock, where before
-// it stood above it only by the acquisitions counted since its seed (and,
-// through write-backs, by the skew to other nodes' clocks). The seed after a
-// restart is at least the server's clock and the capped proposal of the
-// acquisition that seeds it. So a fence can fail to rise only if a majority
-// restarts empty within 200 ms (plus that skew) of the proposal that set its
-// counters and the next client's clock is behind the previous one's by more
-// than the time in between. A client's clock, however far off, moves no
-// counter more than 200 ms ahead of its server's.
+// seed may now stand up to 200 ms above its server's clock, where before it
+// was the clock (and a write-back could raise a counter by the skew to
+// other nodes' clocks). The seed after a restart is at least the server's
+// clock and the capped proposal of the acquisition that seeds it. So a
+// fence can fail to rise only if a majority restarts empty within 200 ms
+// (plus that skew, plus a µs per acquisition since) of the seeding of the
+// counters it lost, and the next client's clock is behind the one that
+// seeded them by more than the time in between. A client's clock, however
+// far off, seeds no counter more than 200 ms ahead of its server's.
 const fenceLead = 100 * time.Millisecond
 
 // fenceProposal is the fence a Redlock acquisition proposes to every node:
@@ -82,7 +82,7 @@ func (b *redisBackend) acquireProposed(ctx context.Context, n names, token, valu
 // its script there runs later and returns more than F, so its fence, the
 // highest of its winners', is above F. If fewer than a majority returned F,
 // a later majority might miss every node at F: then F is written back to
-// a majority first. Proposals only decide the values; the rule compares
+// a majority first. Proposals only decide the seeds; the rule compares
 // what the nodes returned, whatever their clocks.
 func (b *redlockBackend) settleFence(ctx context.Context, n names, won []nodeReply, ttl time.Duration) (int64, error) {
 	var fence int64

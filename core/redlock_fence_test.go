@@ -183,7 +183,7 @@ func TestRedlockFenceTwoMajorities(t *testing.T) {
 	}
 }
 
-// A client whose clock runs an hour ahead cannot move a fence counter an
+// A client whose clock runs an hour ahead cannot seed a fence counter an
 // hour ahead: a node takes a proposal only up to 200 ms above its own clock.
 func TestRedlockProposalBounded(t *testing.T) {
 	var nodes []redis.UniversalClient

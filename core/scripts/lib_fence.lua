@@ -6,16 +6,10 @@
 -- nothing for long and a busy one pays no expiry refresh per acquisition.
 --
 -- Only Redlock passes proposed: a fence in microseconds that its client
--- sends, the same, to every node (see redlock_fence.go). The counter then
--- becomes at least the proposal — so nodes that counted differently agree
--- again — but never more than FENCE_LEAD_MAX above this server's clock, and
--- never less than the rules above give.
+-- sends, the same, to every node (redlock_fence.go). A missing counter is
+-- seeded with the proposal instead when it is above the server clock, by
+-- at most FENCE_LEAD_MAX, so the nodes that seed a key together agree.
 local FENCE_LEAD_MAX = 200000
-
-local function proposed_fence(f, proposed, t)
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  return math.max(f, math.min(tonumber(proposed), now + FENCE_LEAD_MAX))
-end
 
 local function next_fence(key, retention, proposed)
   local f = redis.call('INCR', key)
@@ -23,17 +17,11 @@ local function next_fence(key, retention, proposed)
     local t = redis.call('TIME')
     local seed = t[1] .. string.format('%06d', tonumber(t[2]))
     if proposed then
-      seed = string.format('%.0f', proposed_fence(tonumber(seed), proposed, t))
+      local now = tonumber(seed)
+      seed = string.format('%.0f', math.max(now, math.min(tonumber(proposed), now + FENCE_LEAD_MAX)))
     end
     redis.call('SET', key, seed, 'PX', retention)
     return tonumber(seed)
-  end
-  if proposed then
-    local p = proposed_fence(f, proposed, redis.call('TIME'))
-    if p > f then
-      redis.call('SET', key, string.format('%.0f', p), 'KEEPTTL')
-    end
-    return p
   end
   return f
 end
