@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Redlock's fence: each node's counter, the client's proposal that makes
@@ -17,7 +15,7 @@ var (
 	//go:embed scripts/redlock_acquire.lua
 	redlockAcquireLua string
 
-	redlockAcquireScript = redis.NewScript(libOwns + libFence + redlockAcquireLua)
+	redlockAcquireScript = newLuaScript(libOwns + libFence + redlockAcquireLua)
 )
 
 // fenceLead is how far ahead of its own clock a Redlock client proposes the
