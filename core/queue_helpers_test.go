@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -29,4 +31,33 @@ func waitQueueLen(ctx context.Context, t *testing.T, rdb redis.UniversalClient, 
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// holderAndWaiter returns a context bounded by d, the shared Redis, a
+// prefix of the test's own, and two Clients on them (a, to hold; w, with a
+// go-redis client of its own, to wait), closed when the test ends.
+func holderAndWaiter(t *testing.T, d time.Duration) (context.Context, redis.UniversalClient, string, *core.Client, *core.Client) {
+	t.Helper()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+	t.Cleanup(func() { a.Close() })
+	w := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
+	t.Cleanup(func() { w.Close() })
+	return ctxFor(t, d), rdb, prefix, a, w
+}
+
+// fairLockAsync starts c.Lock(ctx, key, WithFair(), a 20 s wait) and
+// returns the channel its lock comes on (nil, the error reported, if it
+// failed).
+func fairLockAsync(ctx context.Context, t *testing.T, c *core.Client, key string) <-chan *core.Lock {
+	got := make(chan *core.Lock, 1)
+	go func() {
+		l, err := c.Lock(ctx, key, core.WithFair(), core.WithWaitTimeout(20*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	return got
 }

@@ -97,14 +97,7 @@ func TestReviewObserveSeesGrantedHandoff(t *testing.T) {
 		t.Fatalf("first report %+v, want the holder", first)
 	}
 
-	got := make(chan *core.Lock, 1)
-	go func() {
-		l, err := b.Lock(ctx, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := fairLockAsync(ctx, t, b, "k")
 	waitQueueLen(ctx, t, rdb, prefix, "k", 1)
 	for _, v := range rdb.ZRange(ctx, prefix+":{k}:w", 0, -1).Val() {
 		if strings.HasSuffix(v, "|") {

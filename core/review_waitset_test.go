@@ -49,13 +49,7 @@ func queueMember(ctx context.Context, t *testing.T, rdb redis.UniversalClient, p
 // release (the documented cost of a dead head), not only at its next
 // touch (about 10 s later).
 func TestReviewTwoDeadHeadsOfOneProcess(t *testing.T) {
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t, rdb)
-	ctx := ctxFor(t, 40*time.Second)
-	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
-	defer a.Close()
-	w := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
-	defer w.Close()
+	ctx, rdb, prefix, a, w := holderAndWaiter(t, 40*time.Second)
 
 	holder, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute))
 	if err != nil {

@@ -74,14 +74,7 @@ func TestQueuedWaiterTouches(t *testing.T) {
 	if _, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *core.Lock, 1)
-	go func() {
-		l, err := w.Lock(ctx, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := fairLockAsync(ctx, t, w, "k")
 	lease, wq := prefix+":{k}", prefix+":{k}:w"
 	time.Sleep(3500 * time.Millisecond)
 	calls := hook.take()
@@ -123,13 +116,7 @@ func TestQueuedWaiterTouches(t *testing.T) {
 // waiter takes the key once the grant's claim window (1 s) has passed —
 // not at its next touch, which comes only every 10 s.
 func TestNextInLineAfterDeadHead(t *testing.T) {
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t, rdb)
-	ctx := ctxFor(t, 30*time.Second)
-	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
-	defer a.Close()
-	w := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
-	defer w.Close()
+	ctx, rdb, prefix, a, w := holderAndWaiter(t, 30*time.Second)
 
 	holder, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute))
 	if err != nil {
@@ -138,14 +125,7 @@ func TestNextInLineAfterDeadHead(t *testing.T) {
 	// A queued waiter that died: its entry lives 20 s more.
 	queueDeadWaiter(ctx, t, rdb, prefix, "k", 20*time.Second)
 
-	got := make(chan *core.Lock, 1)
-	go func() {
-		l, err := w.Lock(ctx, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := fairLockAsync(ctx, t, w, "k")
 	waitQueueLen(ctx, t, rdb, prefix, "k", 2)
 	time.Sleep(100 * time.Millisecond) // its subscriptions flow
 	released := time.Now()

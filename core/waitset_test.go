@@ -81,13 +81,7 @@ func TestTouchOncePerClientAndKey(t *testing.T) {
 // died, dropped by another Client's touch once it lapsed): the key goes to the next live waiter, and no grant
 // is published to the dead one's channel.
 func TestReleaseSkipsDeadClientsWaiters(t *testing.T) {
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t, rdb)
-	ctx := ctxFor(t, 30*time.Second)
-	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
-	defer a.Close()
-	w := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
-	defer w.Close()
+	ctx, rdb, prefix, a, w := holderAndWaiter(t, 30*time.Second)
 
 	ps := rdb.Subscribe(ctx, prefix+":grants:dead")
 	defer ps.Close()
@@ -99,14 +93,7 @@ func TestReleaseSkipsDeadClientsWaiters(t *testing.T) {
 		t.Fatal(err)
 	}
 	queueDeadWaiter(ctx, t, rdb, prefix, "k", 0) // its Client lapsed, and was dropped from A
-	got := make(chan *core.Lock, 1)
-	go func() {
-		l, err := w.Lock(ctx, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := fairLockAsync(ctx, t, w, "k")
 	waitQueueLen(ctx, t, rdb, prefix, "k", 2)
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -134,13 +121,7 @@ func TestReleaseSkipsDeadClientsWaiters(t *testing.T) {
 // Client would be judged dead (20 s).
 func TestFreeKeyGrantedOnToHead(t *testing.T) {
 	defer core.SetTouchTimings(time.Second, 3*time.Second)()
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t, rdb)
-	ctx := ctxFor(t, 30*time.Second)
-	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
-	defer a.Close()
-	w := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
-	defer w.Close()
+	ctx, rdb, prefix, a, w := holderAndWaiter(t, 30*time.Second)
 
 	if _, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(1500*time.Millisecond), core.WithAutoRenew(false)); err != nil {
 		t.Fatal(err)
@@ -160,26 +141,13 @@ func TestFreeKeyGrantedOnToHead(t *testing.T) {
 // touch and queues again.
 func TestTouchRequeuesLostEntry(t *testing.T) {
 	defer core.SetTouchTimings(time.Second, 3*time.Second)()
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t, rdb)
-	ctx := ctxFor(t, 30*time.Second)
-	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
-	defer a.Close()
-	w := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
-	defer w.Close()
+	ctx, rdb, prefix, a, w := holderAndWaiter(t, 30*time.Second)
 
 	holder, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *core.Lock, 1)
-	go func() {
-		l, err := w.Lock(ctx, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := fairLockAsync(ctx, t, w, "k")
 	waitQueueLen(ctx, t, rdb, prefix, "k", 1)
 	rdb.Del(ctx, prefix+":{k}:w")
 	waitQueueLen(ctx, t, rdb, prefix, "k", 1) // within 5 s: it touches every second
@@ -200,20 +168,14 @@ func TestKilledWaiterProcess(t *testing.T) {
 	if os.Getenv("LATCHKEY_WAIT_CHILD") != "" {
 		return // the child's part is TestHelperWaiterChild
 	}
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t, rdb)
-	ctx := ctxFor(t, 40*time.Second)
-	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
-	defer a.Close()
-	w := mustNew(core.NewRedis(redistest.Client(t), core.WithKeyPrefix(prefix)))
-	defer w.Close()
+	ctx, rdb, prefix, a, w := holderAndWaiter(t, 40*time.Second)
 
 	holder, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	child := exec.Command(os.Args[0], "-test.run", "^TestHelperWaiterChild$", "-test.v")
-	child.Env = append(os.Environ(), "LATCHKEY_WAIT_CHILD="+prefix, "REDIS_ADDR="+rdb.Options().Addr)
+	child.Env = append(os.Environ(), "LATCHKEY_WAIT_CHILD="+prefix, "REDIS_ADDR="+redistest.Addr(t))
 	var out strings.Builder
 	child.Stdout, child.Stderr = &out, &out
 	if err := child.Start(); err != nil {
@@ -227,14 +189,7 @@ func TestKilledWaiterProcess(t *testing.T) {
 		}
 	}()
 	waitQueueLen(ctx, t, rdb, prefix, "k", 1)
-	got := make(chan *core.Lock, 1)
-	go func() {
-		l, err := w.Lock(ctx, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := fairLockAsync(ctx, t, w, "k")
 	waitQueueLen(ctx, t, rdb, prefix, "k", 2)
 	if err := child.Process.Kill(); err != nil {
 		t.Fatal(err)
