@@ -33,6 +33,9 @@ func mustNew[T any](v T, err error) T {
 // place with.
 var QueueTouchHash = queueTouchScript.Hash()
 
+// ReleaseHash is the SHA1 of a mutex's release script.
+var ReleaseHash = releaseScript.Hash()
+
 // SetTouchTimings sets how often a queued mutex waiter on Redis touches
 // its entry and how long the entry lives, until restore is called.
 func SetTouchTimings(poll, entry time.Duration) (restore func()) {
