@@ -2,9 +2,10 @@ package core_test
 
 // The belief checker: randomized, seeded runs in which workers lock, hold,
 // extend and release keys through several Clients while a fault injector
-// stalls, delays and drops the commands of single keys on single Clients,
-// closes Clients with renewals in flight and pauses Redlock nodes. Every
-// holder's belief interval is recorded: [Lock returned, min(Release called,
+// stalls, delays and drops the commands of single keys on single Clients
+// (or holds back their answers after they ran), closes Clients with
+// renewals in flight and pauses Redlock nodes. Every holder's belief
+// interval is recorded: [Lock returned, min(Release called,
 // Lost closed)], the loss time taken from the Observer, which runs just
 // before Lost closes. Three referees judge the history:
 //
@@ -484,10 +485,14 @@ func (r *beliefRun) inject(ctx context.Context, rng *rand.Rand) int {
 		case p < 12: // stall one key's commands on one Client (one node of it)
 			kf := hooks[rng.IntN(len(hooks))]
 			key := r.keys[rng.IntN(len(r.keys))]
+			// Held before the send (given up with the context, or sent
+			// anyway as if on the wire), or answered late after it ran.
+			how := rng.IntN(3)
 			kf.add(&faultRule{
 				key:    r.faultKey(key),
 				delay:  50*time.Millisecond + time.Duration(rng.IntN(1200))*time.Millisecond,
-				onWire: rng.IntN(2) == 0,
+				onWire: how == 1,
+				late:   how == 2,
 				times:  1 + rng.IntN(4),
 			})
 			r.count("fault: stall")

@@ -468,11 +468,35 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 		s.named = r.named
 		return nil, r.holderTTL, nil
 	}
+	if err := tooLate(key, start, s); err != nil {
+		if s.token == "" {
+			c.forget(context.WithoutCancel(ctx), n, tok)
+		}
+		return nil, 0, err
+	}
 	h := c.register(ctx, key, n, tok, r.fence, s, start)
 	if h == nil {
 		return nil, 0, ErrClosed
 	}
 	return h, 0, nil
+}
+
+// tooLate is the error of an acquisition of key, sent at start, whose
+// answer came when the lease it made had no time left by the Client's
+// reckoning (its TTL less the drift margin, counted from start): the key
+// may have expired and been taken by another caller before the answer
+// came, so it makes no lock. The lease is given back by the caller, as
+// after any failed call.
+func tooLate(key any, start time.Time, s *settings) error {
+	margin := s.margin
+	if margin < 0 {
+		margin = driftMargin(s.ttl)
+	}
+	if took := time.Since(start); took >= s.ttl-margin {
+		return fmt.Errorf("%w: acquire %q: the answer came %v after the call, past the lease's TTL of %v",
+			ErrUnavailable, key, took.Round(time.Millisecond), s.ttl)
+	}
+	return nil
 }
 
 // register makes the handle of a lease just acquired (sent at start) and

@@ -203,6 +203,12 @@ func (c *Client) lockAllAtOnce(ctx context.Context, g *Group, sorted []string, s
 	case r.held >= 0:
 		return true, fmt.Errorf("%w: %q", ErrNotAcquired, sorted[r.held])
 	}
+	if err := tooLate(sorted, start, s); err != nil {
+		for i := range ns {
+			c.forget(context.WithoutCancel(ctx), ns[i], toks[i])
+		}
+		return true, err
+	}
 	for i, k := range sorted {
 		h := c.register(ctxs[i], k, ns[i], toks[i], r.fences[i], s, start)
 		if h == nil { // closed meanwhile: give back the rest too

@@ -28,6 +28,11 @@ type faultRule struct {
 	// meanwhile, as a command already on the wire reaches the server; else
 	// a hit command gives up with its context.
 	onWire bool
+	// late sends the command at once and holds its answer for the delay,
+	// as a stalled connection holds a reply the server already sent: the
+	// command has run. The caller's context ending meanwhile fails the
+	// call (the answer is lost).
+	late bool
 	// times bounds the hits (0: every matching command).
 	times int
 	hits  chan struct{} // receives one value per hit (buffered)
@@ -138,9 +143,30 @@ func (kf *keyFault) DialHook(next redis.DialHook) redis.DialHook {
 	}
 }
 
+// holdAnswer holds the answer of a command that ran, for a late rule:
+// it returns ctx's error if ctx ended meanwhile, else nil.
+func (kf *keyFault) holdAnswer(ctx context.Context, r *faultRule) error {
+	t := time.NewTimer(r.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-kf.stop:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
 func (kf *keyFault) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if r := kf.hit(cmd); r != nil {
+		if r := kf.hit(cmd); r != nil && r.late {
+			err := next(ctx, cmd)
+			if lost := kf.holdAnswer(ctx, r); lost != nil {
+				cmd.SetErr(lost)
+				return lost
+			}
+			return err
+		} else if r != nil {
 			var err error
 			if ctx, err = kf.hold(ctx, r); err != nil {
 				cmd.SetErr(err)
@@ -153,7 +179,16 @@ func (kf *keyFault) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (kf *keyFault) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if r := kf.hit(cmds...); r != nil {
+		if r := kf.hit(cmds...); r != nil && r.late {
+			err := next(ctx, cmds)
+			if lost := kf.holdAnswer(ctx, r); lost != nil {
+				for _, c := range cmds {
+					c.SetErr(lost)
+				}
+				return lost
+			}
+			return err
+		} else if r != nil {
 			var err error
 			if ctx, err = kf.hold(ctx, r); err != nil {
 				for _, c := range cmds {
