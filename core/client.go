@@ -106,8 +106,12 @@ func withOptions(s settings, opts []LockOption) settings {
 // TryLock makes one attempt to acquire key. It returns ErrNotAcquired if
 // someone else holds it, and ErrUnavailable with the backend's error (never
 // ErrNotAcquired) if the attempt did not get an answer — with ctx's error
-// too when ctx ended first, so errors.Is finds each. If ctx carries a lease of key from this
-// Client (see Lock.WithContext), TryLock re-enters it.
+// too when ctx ended first, so errors.Is finds each. An answer that comes
+// after the lease's TTL (less the drift margin) has run out, counted from
+// the send, is ErrUnavailable too: the key may have expired and passed to
+// someone else before it came, so it makes no lock, and the lease is given
+// back. If ctx carries a lease of key from this Client (see
+// Lock.WithContext), TryLock re-enters it.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	return c.acquire(ctx, key, 0, opts, false)
 }
@@ -120,7 +124,8 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 // WithWaitTimeout bounds the whole call, the first attempt included. A
 // backend failure ends it at once with ErrUnavailable and the backend's
 // error (never ErrNotAcquired: an attempt that got no answer says nothing
-// about contention). If ctx carries a lease of key from this Client, Lock
+// about contention), as does an answer that came too late (see TryLock).
+// If ctx carries a lease of key from this Client, Lock
 // re-enters it.
 func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	return c.acquire(ctx, key, 0, opts, true)
