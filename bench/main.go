@@ -96,6 +96,7 @@ func main() {
 		prims   bool
 		bk      string
 		bkOpt   = backendOptions{idle: 300 * time.Millisecond}
+		cpuProf string
 	)
 	flag.StringVar(&cfg.Scenario, "scenario", "", "ping | serial | parallel | contended | renew")
 	flag.DurationVar(&cfg.RenewWindow, "renew-window", 10*time.Second, "renew: the measuring window (after one TTL of settling)")
@@ -131,8 +132,17 @@ func main() {
 	flag.DurationVar(&bkOpt.serialT, "backend-serial-time", 3*time.Second, "backends: time bound of a serial run")
 	flag.DurationVar(&bkOpt.window, "backend-window", 2*time.Second, "backends: measuring window of a contended run")
 	flag.IntVar(&bkOpt.procs, "backend-procs", 4, "backends: contending worker processes, each with its own Client")
+	flag.StringVar(&cpuProf, "cpuprofile", "", "write this process's CPU profile to the file (the client side of a run)")
 	flag.Parse()
 	cfg.Addrs = strings.Split(addrs, ",")
+	if cpuProf != "" {
+		stop, err := startCPUProfile(cpuProf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		defer stop()
+	}
 	if prims && matrix == "" {
 		matrix = "smoke"
 	}

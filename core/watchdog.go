@@ -1,7 +1,6 @@
 package core
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +30,7 @@ type watchdog struct {
 
 	mu      sync.Mutex
 	h       leaseHeap          // auto-renewed leases waiting for their next renewal
+	epoch   time.Time          // the heap's due times count from here (monotonic)
 	live    map[leaseID]*lease // every lease not yet released, twins chained (lease.twin)
 	armedAt time.Time          // when the loop will look next (zero: idle)
 	kick    chan struct{}      // capacity 1: a lease is due before armedAt
@@ -52,6 +52,7 @@ func (w *watchdog) init(c *Client) {
 	w.c = c
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.live = make(map[leaseID]*lease)
+	w.epoch = time.Now()
 	w.kick = make(chan struct{}, 1)
 	w.stop = make(chan struct{})
 	w.done = make(chan struct{})
@@ -108,10 +109,12 @@ func (w *watchdog) schedule(l *lease, due time.Time) bool {
 // time.
 func (w *watchdog) pushLocked(l *lease, due time.Time) bool {
 	l.due = due
+	at := int64(due.Sub(w.epoch))
 	if l.idx >= 0 {
-		heap.Fix(&w.h, l.idx)
+		w.h[l.idx].at = at
+		w.h.fix(l.idx)
 	} else {
-		heap.Push(&w.h, l)
+		w.h.push(at, l)
 	}
 	wake := w.armedAt.IsZero() || due.Before(w.armedAt)
 	if wake {
@@ -191,7 +194,7 @@ func (w *watchdog) remove(l *lease) (twins []*lease) {
 		l.registered, l.twin = false, nil
 	}
 	if l.idx >= 0 {
-		heap.Remove(&w.h, l.idx)
+		w.h.remove(l.idx)
 	}
 	w.mu.Unlock()
 	return twins
@@ -233,15 +236,16 @@ func (w *watchdog) run() {
 		due = due[:0]
 		w.mu.Lock()
 		now := time.Now()
-		horizon := now.Add(batchWindow)
-		for len(w.h) > 0 && len(due) < 8*maxBatch && (!w.h[0].due.After(now) ||
-			len(due) > 0 && !w.h[0].due.After(horizon)) {
-			due = append(due, heap.Pop(&w.h).(*lease))
+		nowAt := int64(now.Sub(w.epoch))
+		horizon := nowAt + int64(batchWindow)
+		for len(w.h) > 0 && len(due) < 8*maxBatch && (w.h[0].at <= nowAt ||
+			len(due) > 0 && w.h[0].at <= horizon) {
+			due = append(due, w.h.remove(0))
 		}
 		var wait time.Duration
 		switch {
 		case len(w.h) > 0:
-			w.armedAt = w.h[0].due
+			w.armedAt = w.h[0].l.due
 			wait = w.armedAt.Sub(now)
 		case w.armedAt.After(now):
 			// Every lease it was armed for was released: it looks at the
@@ -458,26 +462,85 @@ func retryDelay(ttl time.Duration) time.Duration {
 	return min(max(ttl/10, 5*time.Millisecond), time.Second)
 }
 
-// leaseHeap orders leases by due time.
-type leaseHeap []*lease
+// leaseHeap orders leases by due time, a binary min-heap. Each entry
+// keeps its due time beside the lease, as nanoseconds from the watchdog's
+// epoch: comparing two entries reads no lease (with 100,000 leases,
+// following the pointers to compare was a fifth of the renewing process's
+// CPU). A lease's idx is its entry's index. The operations are typed, not
+// container/heap's: an entry boxed in an interface would cost an
+// allocation per acquisition.
+type leaseHeap []heapEntry
 
-func (h leaseHeap) Len() int           { return len(h) }
-func (h leaseHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
-func (h leaseHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].idx = i
-	h[j].idx = j
+type heapEntry struct {
+	at int64 // l.due, in ns since watchdog.epoch
+	l  *lease
 }
-func (h *leaseHeap) Push(x any) {
-	l := x.(*lease)
-	l.idx = len(*h)
-	*h = append(*h, l)
+
+func (h leaseHeap) set(i int, e heapEntry) {
+	h[i] = e
+	e.l.idx = i
 }
-func (h *leaseHeap) Pop() any {
+
+// up moves the entry at i towards the root while it is due before its parent.
+func (h leaseHeap) up(i int) {
+	e := h[i]
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].at <= e.at {
+			break
+		}
+		h.set(i, h[p])
+		i = p
+	}
+	h.set(i, e)
+}
+
+// down moves the entry at i towards the leaves while a child is due before it.
+func (h leaseHeap) down(i int) {
+	e, n := h[i], len(h)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && h[r].at < h[c].at {
+			c = r
+		}
+		if e.at <= h[c].at {
+			break
+		}
+		h.set(i, h[c])
+		i = c
+	}
+	h.set(i, e)
+}
+
+func (h *leaseHeap) push(at int64, l *lease) {
+	*h = append(*h, heapEntry{at: at, l: l})
+	h.up(len(*h) - 1)
+}
+
+// fix restores the order after the entry at i changed its time.
+func (h leaseHeap) fix(i int) {
+	if i > 0 && h[i].at < h[(i-1)/2].at {
+		h.up(i)
+	} else {
+		h.down(i)
+	}
+}
+
+// remove takes the entry at i out and returns its lease (idx -1).
+func (h *leaseHeap) remove(i int) *lease {
 	old := *h
-	l := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
+	l, last := old[i].l, len(old)-1
+	if i != last {
+		old.set(i, old[last])
+	}
+	old[last] = heapEntry{}
+	*h = old[:last]
+	if i != last {
+		h.fix(i)
+	}
 	l.idx = -1
 	return l
 }
