@@ -13,7 +13,10 @@ type Info struct {
 	Metadata string        // the holder's WithMetadata, when held
 	Fence    int64         // the holder's fence when held, else the last fence issued (0: none)
 	TTL      time.Duration // the lease's remaining time, when held (-1: no expiry)
-	Waiters  int           // waiters queued for the lock (WithFair, or waiting 50 ms or more)
+	// Waiters counts the waiters queued for the lock (WithFair, or waiting
+	// 50 ms or more) whose Clients are alive; on Redis, past 10,000 queued
+	// the rest are counted without that check.
+	Waiters int
 	// OldestWait is how long the first of them has waited (0: none).
 	OldestWait time.Duration
 

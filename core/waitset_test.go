@@ -234,3 +234,31 @@ func TestHelperWaiterChild(t *testing.T) {
 		fmt.Println("child acquired", l.Token())
 	}
 }
+
+// Inspect counts the waiters whose Clients are alive: a member of a Client
+// that died (dropped from A) is not a waiter, and the oldest wait is the
+// first live one's.
+func TestInspectCountsLiveWaiters(t *testing.T) {
+	ctx, rdb, prefix, a, w := holderAndWaiter(t, 30*time.Second)
+	holder, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release(ctx)
+	queueDeadWaiter(ctx, t, rdb, prefix, "k", 0) // ahead of the live one
+	time.Sleep(300 * time.Millisecond)           // the dead one has waited longer
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go w.Lock(wctx, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
+	waitQueueLen(ctx, t, rdb, prefix, "k", 2)
+	info, err := a.Inspect(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Waiters != 1 {
+		t.Errorf("Waiters = %d, want 1 (the dead Client's member is no waiter)", info.Waiters)
+	}
+	if info.OldestWait >= 300*time.Millisecond {
+		t.Errorf("OldestWait = %v: the dead member's, not the live waiter's", info.OldestWait)
+	}
+}
