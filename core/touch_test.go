@@ -147,3 +147,40 @@ func TestNextInLineAfterDeadHead(t *testing.T) {
 		t.Fatal("the waiter behind a dead head did not get the key within 5 s of the release (its touch comes every 10 s: it was not told it was next)")
 	}
 }
+
+// A lease without expiry (an operator's PERSIST, a key set by hand) gives a
+// queued waiter no expiry to time its touch to: it touches at its usual
+// pace, not in a tight loop.
+func TestTouchPaceWithoutHolderExpiry(t *testing.T) {
+	defer core.SetTouchTimings(time.Second, 3*time.Second)()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	ctx := ctxFor(t, 30*time.Second)
+	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+	defer a.Close()
+	wrdb := redistest.Client(t)
+	hook := &shaCounter{n: map[string]int{}}
+	wrdb.AddHook(hook)
+	w := mustNew(core.NewRedis(wrdb, core.WithKeyPrefix(prefix)))
+	defer w.Close()
+
+	if _, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute), core.WithAutoRenew(false)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Persist(ctx, prefix+":{k}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go w.Lock(wctx, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
+	waitQueueLen(ctx, t, rdb, prefix, "k", 1)
+	hook.take()
+	time.Sleep(2 * time.Second)
+	n := 0
+	for _, c := range hook.take() {
+		n += c
+	}
+	if n > 6 {
+		t.Errorf("%d scripts in 2 s from one queued waiter (touches every second): a tight loop", n)
+	}
+}
