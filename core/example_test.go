@@ -122,7 +122,7 @@ func ExampleLock_Fence() {
 		return nil
 	}
 
-	slow, _ := locks.TryLock(ctx, "doc:1", core.WithTTL(20*time.Millisecond), core.WithAutoRenew(false))
+	slow, _ := locks.TryLock(ctx, "doc:1", core.WithTTL(100*time.Millisecond), core.WithAutoRenew(false))
 	<-slow.Lost()                       // the holder paused past its TTL
 	fast, _ := locks.Lock(ctx, "doc:1") // free once the server's expiry passes
 	fmt.Println(write(fast.Fence(), "new"))
@@ -142,7 +142,7 @@ func ExampleLock_Lost() {
 	defer locks.Close()
 	ctx := context.Background()
 
-	l, _ := locks.TryLock(ctx, "job:1", core.WithTTL(20*time.Millisecond), core.WithAutoRenew(false))
+	l, _ := locks.TryLock(ctx, "job:1", core.WithTTL(100*time.Millisecond), core.WithAutoRenew(false))
 	select {
 	case <-l.Lost():
 		fmt.Println(errors.Is(l.Err(), core.ErrLost))

@@ -120,7 +120,7 @@ func TestObserver(t *testing.T) {
 		t.Errorf("extend: %+v", ext)
 	}
 
-	lost, _ := c.TryLock(ctx, "gone", core.WithTTL(10*time.Millisecond), core.WithAutoRenew(false))
+	lost, _ := c.TryLock(ctx, "gone", core.WithTTL(100*time.Millisecond), core.WithAutoRenew(false))
 	<-lost.Lost()
 	lost.Release(ctx)
 	// The observer hears of a loss right after the holder is told.
@@ -185,7 +185,7 @@ func TestObserverKinds(t *testing.T) {
 		rec.mu.Unlock()
 	}
 
-	p, err := c.Semaphore("s2", 1).TryAcquire(ctx, core.WithTTL(10*time.Millisecond), core.WithAutoRenew(false))
+	p, err := c.Semaphore("s2", 1).TryAcquire(ctx, core.WithTTL(100*time.Millisecond), core.WithAutoRenew(false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,9 +34,9 @@ func TestPausedHolderCannotWriteAfterNextHolder(t *testing.T) {
 			dbguard.WithStrategy(dbguard.Locked), dbguard.WithLocks(locker))
 		ctx := ctxFor(t, 30*time.Second)
 
-		// The stale holder: a lease of 50 ms that nobody renews.
+		// The stale holder: a lease of 200 ms that nobody renews.
 		stale, err := locker.TryLock(ctx, dbguard.LockKey(g, "sku"),
-			core.WithTTL(50*time.Millisecond), core.WithAutoRenew(false))
+			core.WithTTL(200*time.Millisecond), core.WithAutoRenew(false))
 		if err != nil {
 			t.Fatal(err)
 		}

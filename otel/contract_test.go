@@ -264,7 +264,7 @@ func generate(t *testing.T, tel *telemetry) {
 		t.Fatal(err)
 	}
 
-	lost, err := c.TryLock(ctx, "doc:1", core.WithTTL(20*time.Millisecond), core.WithAutoRenew(false))
+	lost, err := c.TryLock(ctx, "doc:1", core.WithTTL(100*time.Millisecond), core.WithAutoRenew(false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -233,7 +233,7 @@ func TestHeldCountBackToZero(t *testing.T) {
 	if err := stale.Release(ctx); !errors.Is(err, core.ErrNotHeld) {
 		t.Fatalf("stale release: %v", err)
 	}
-	expiring, _ := c.TryLock(ctx, k("expiring"), core.WithTTL(20*time.Millisecond), core.WithAutoRenew(false))
+	expiring, _ := c.TryLock(ctx, k("expiring"), core.WithTTL(100*time.Millisecond), core.WithAutoRenew(false))
 	<-expiring.Lost()
 	expiring.Release(ctx)
 	_, _ = c.TryLock(ctx, k("kept")) // never released: Close reports it lost
@@ -372,7 +372,7 @@ func TestPrimitiveMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Release(ctx)
-	l, err = c.Campaign(ctx, "jobs:leader", "node-a", core.WithTTL(20*time.Millisecond), core.WithAutoRenew(false))
+	l, err = c.Campaign(ctx, "jobs:leader", "node-a", core.WithTTL(100*time.Millisecond), core.WithAutoRenew(false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -236,7 +236,7 @@ func TestExpiryNeverShortened(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after a shorter Extend")
-	r, err := c.TryLock(ctx, "long", core.WithToken(l.Token()), core.WithTTL(time.Millisecond), core.WithAutoRenew(false))
+	r, err := c.TryLock(ctx, "long", core.WithToken(l.Token()), core.WithTTL(100*time.Millisecond), core.WithAutoRenew(false))
 	if err != nil || r.Fence() != l.Fence() {
 		t.Fatalf("re-entry: %v (fence %d)", err, r.Fence())
 	}

@@ -132,14 +132,14 @@ func TestExpiryIsTheDatabases(t *testing.T) {
 	opt := table(t, db)
 	c := newClient(t, db, opt)
 	ctx := ctxT(t)
-	l, err := c.TryLock(ctx, "clock", core.WithTTL(50*time.Millisecond), core.WithAutoRenew(false))
+	l, err := c.TryLock(ctx, "clock", core.WithTTL(150*time.Millisecond), core.WithAutoRenew(false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := sqllock.Postpone(ctx, db, opt, "clock", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // past the TTL the holder asked for
 	if _, err := c.TryLock(ctx, "clock"); !errors.Is(err, core.ErrNotAcquired) {
 		t.Fatalf("TryLock of a key the database says is held: %v", err)
 	}

@@ -18,7 +18,7 @@ func TestLateReleaseOtherCase(t *testing.T) {
 			a := newClient(t, db, opt)
 			b := newClient(t, d.open(t), opt)
 			ctx := ctxT(t)
-			old, err := a.TryLock(ctx, "case", core.WithToken("Worker-1"), core.WithTTL(30*time.Millisecond), core.WithAutoRenew(false))
+			old, err := a.TryLock(ctx, "case", core.WithToken("Worker-1"), core.WithTTL(200*time.Millisecond), core.WithAutoRenew(false))
 			if err != nil {
 				t.Fatal(err)
 			}
