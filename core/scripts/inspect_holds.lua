@@ -11,7 +11,7 @@ local now = now_ms()
 local out = {redis.call('ZCOUNT', KEYS[6], '(' .. now, '+inf'), redis.call('ZCOUNT', KEYS[8], '(' .. now, '+inf'),
   queue_age(KEYS[11], KEYS[6], KEYS[12], now), queue_age(KEYS[9], KEYS[8], KEYS[10], now)}
 local function list(z, h, kind)
-  local m = redis.call('ZRANGEBYSCORE', z, '(' .. now, '+inf', 'WITHSCORES')
+  local m = redis.call('ZRANGEBYSCORE', z, now, '+inf', 'WITHSCORES') -- live through its expiry's ms (lib_sem.lua)
   for i = 1, #m, 2 do
     table.insert(out, kind)
     table.insert(out, redis.call('HGET', KEYS[h], m[i]) or ('0|' .. m[i]))

@@ -41,7 +41,7 @@ else
   end
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
-  if tonumber(exp) <= now then
+  if tonumber(exp) < now then
     return 0
   end
 end

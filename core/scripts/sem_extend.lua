@@ -5,7 +5,7 @@
 -- Returns the permit's remaining ms (>= 1) when held, -1 when it is gone.
 local now = now_ms()
 local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not exp or tonumber(exp) <= now then
+if not exp or tonumber(exp) < now then
   return -1
 end
 exp = tonumber(exp)

@@ -39,7 +39,7 @@ if not exp then
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
-if tonumber(exp) <= now_ms() then
+if tonumber(exp) < now_ms() then
   return 0
 end
 wake()
