@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 )
@@ -11,7 +12,10 @@ import (
 // Begin implements IdempotencyStore. It reads the key's rows: a live
 // response is returned, a live lease is in flight (waited for, by
 // polling, when a.Wait > 0 and the fingerprints match); otherwise it
-// inserts a lease row, or takes over an expired one.
+// inserts a lease row, or takes over an expired one. A write answered only
+// once the lease's TTL (less its drift margin) had passed, counted from
+// the send, makes no lease: the row may have expired and been taken over
+// meanwhile. That is ErrUnavailable, and the row is deleted if still its.
 func (s *SQLStore) Begin(ctx context.Context, a BeginArgs) (Begun, error) {
 	if err := checkBegin(a); err != nil {
 		return Begun{}, err
@@ -176,6 +180,16 @@ func (s *SQLStore) take(ctx context.Context, key []byte, a BeginArgs) (*sqlLease
 		return nil, storeErr("take lease", err)
 	case n != 1:
 		return nil, nil
+	}
+	if took := time.Since(sent); took >= a.LeaseTTL-leaseMargin(a.LeaseTTL) {
+		// The answer came when the lease had no time left: the row may
+		// have expired and been taken over before it came, so it makes no
+		// lease (as core's TryLock). The row goes, if it is still ours.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completeTimeout)
+		defer cancel()
+		_, _ = s.db.ExecContext(ctx, s.q.releaseLease, key, token)
+		return nil, storeErr("take lease", fmt.Errorf("the answer came %v after the write, past the lease's TTL of %v",
+			took.Round(time.Millisecond), a.LeaseTTL))
 	}
 	return s.hold(key, token, a.LeaseTTL, sent)
 }

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // A commitFault is what the next COMMIT of a faulty pool does.
@@ -27,6 +29,31 @@ type faults struct {
 	mu           sync.Mutex
 	next         commitFault
 	beforeCommit func() // if set, runs (once) before the next COMMIT
+	// lateMatch and lateBy hold back, once, the answer of the next
+	// statement run outside a transaction whose text contains lateMatch:
+	// it runs, and its answer comes lateBy later (a stalled connection).
+	lateMatch string
+	lateBy    time.Duration
+}
+
+// answerLate holds back the answer of the next statement containing match
+// by d, after the database ran it.
+func (f *faults) answerLate(match string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lateMatch, f.lateBy = match, d
+}
+
+// late returns how long to hold back the answer of query (once).
+func (f *faults) late(query string) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lateMatch == "" || !strings.Contains(query, f.lateMatch) {
+		return 0
+	}
+	d := f.lateBy
+	f.lateMatch, f.lateBy = "", 0
+	return d
 }
 
 func (f *faults) failNextCommit(c commitFault) {
@@ -119,15 +146,74 @@ func (c *faultConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.
 }
 
 func (c *faultConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	var st driver.Stmt
+	var err error
 	if p, ok := c.Conn.(driver.ConnPrepareContext); ok {
-		return p.PrepareContext(ctx, query)
+		st, err = p.PrepareContext(ctx, query)
+	} else {
+		st, err = c.Conn.Prepare(query)
 	}
-	return c.Conn.Prepare(query)
+	if err != nil {
+		return nil, err
+	}
+	return &faultStmt{Stmt: st, query: query, f: c.f}, nil
+}
+
+// faultStmt is a prepared statement whose answer a late fault can hold
+// back (a driver that does not run statements with arguments directly
+// prepares them: MySQL's, unless it interpolates).
+type faultStmt struct {
+	driver.Stmt
+	query string
+	f     *faults
+}
+
+func (s *faultStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	var res driver.Result
+	var err error
+	if e, ok := s.Stmt.(driver.StmtExecContext); ok {
+		res, err = e.ExecContext(ctx, args)
+	} else {
+		vals := make([]driver.Value, len(args))
+		for i, a := range args {
+			vals[i] = a.Value
+		}
+		res, err = s.Stmt.Exec(vals) //nolint:staticcheck // the driver has no ExecContext
+	}
+	if d := s.f.late(s.query); d > 0 {
+		time.Sleep(d)
+	}
+	return res, err
+}
+
+func (s *faultStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	if q, ok := s.Stmt.(driver.StmtQueryContext); ok {
+		return q.QueryContext(ctx, args)
+	}
+	vals := make([]driver.Value, len(args))
+	for i, a := range args {
+		vals[i] = a.Value
+	}
+	return s.Stmt.Query(vals) //nolint:staticcheck // the driver has no QueryContext
+}
+
+func (s *faultStmt) CheckNamedValue(nv *driver.NamedValue) error {
+	if ch, ok := s.Stmt.(driver.NamedValueChecker); ok {
+		return ch.CheckNamedValue(nv)
+	}
+	return driver.ErrSkip
 }
 
 func (c *faultConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	if e, ok := c.Conn.(driver.ExecerContext); ok {
-		return e.ExecContext(ctx, query, args)
+		res, err := e.ExecContext(ctx, query, args)
+		if errors.Is(err, driver.ErrSkip) { // not run: it comes back prepared
+			return res, err
+		}
+		if d := c.f.late(query); d > 0 {
+			time.Sleep(d)
+		}
+		return res, err
 	}
 	return nil, driver.ErrSkip
 }

@@ -220,3 +220,78 @@ func TestDatabaseClock(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestLateTakeIsNoLease: a lease row written, whose answer came only
+// after the lease's TTL had run out (a stalled connection), makes no
+// Lease: meanwhile the row expired and another request took the key over,
+// and two requests would run at once. Begin reports ErrUnavailable and
+// leaves the new holder's row alone.
+func TestLateTakeIsNoLease(t *testing.T) {
+	eachDB(t, func(t *testing.T, d database) {
+		db, f := d.openFaulty(t)
+		s, idem := newStoreTables(t, db)
+		const ttl, late = 300 * time.Millisecond, 700 * time.Millisecond
+		f.answerLate("INSERT", late) // the first write of a lease row
+		type begun struct {
+			b   httpidem.Begun
+			err error
+		}
+		first := make(chan begun, 1)
+		sent := time.Now()
+		go func() {
+			b, err := s.Begin(t.Context(), beginArgs("late", ttl))
+			first <- begun{b, err}
+		}()
+		// The row is written at once and expires ttl later; the next
+		// request takes it over while the first answer is held back.
+		for count(t, db, "SELECT COUNT(*) FROM "+idem+" WHERE kind = 0") == 0 {
+			if time.Since(sent) > late {
+				t.Fatal("the first request wrote no lease row")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		var second httpidem.Lease
+		for second == nil {
+			if time.Since(sent) > late {
+				t.Fatal("the expired row was not taken over while the first answer was held back")
+			}
+			b, err := s.Begin(t.Context(), beginArgs("late", 10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			second = b.Lease
+			if second == nil {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		defer second.Release(t.Context())
+		r := <-first
+		if took := time.Since(sent); took < late {
+			t.Fatalf("the first Begin answered after %v: the fault did not hold it back", took)
+		}
+		if r.b.Lease != nil {
+			defer r.b.Lease.Release(t.Context())
+			t.Fatalf("a write answered %v after its %v lease was sent made a Lease (Lost closed: %v) while another request held the key",
+				late, ttl, closed(r.b.Lease.Lost()))
+		}
+		if !errors.Is(r.err, httpidem.ErrUnavailable) {
+			t.Fatalf("late Begin: %+v, %v; want ErrUnavailable", r.b, r.err)
+		}
+		time.Sleep(100 * time.Millisecond) // the late lease's clean-up, if any, has run
+		if n := count(t, db, "SELECT COUNT(*) FROM "+idem+" WHERE kind = 0"); n != 1 {
+			t.Fatalf("%d lease rows, want the second request's", n)
+		}
+		if err := second.Err(); err != nil {
+			t.Fatalf("the second lease: %v", err)
+		}
+	})
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
