@@ -190,3 +190,40 @@ func TestReportHasTablesAndTargets(t *testing.T) {
 		}
 	}
 }
+
+func TestMemoryScenario(t *testing.T) {
+	if _, err := runMemory(context.Background(), Config{Scenario: "memory", Driver: "raw", N: 10}, &env{prober: &prober{}}); err == nil {
+		t.Errorf("a shared server: no error")
+	}
+	if _, err := exec.LookPath(redisServerPath()); err != nil {
+		t.Skip("no redis-server binary")
+	}
+	var results []Result
+	for _, d := range []string{"raw", "latchkey"} {
+		r, err := runOne(Config{Scenario: "memory", Driver: d, N: 300, Workers: 4, Spawn: 1})
+		if err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		if r.Ops != 300 || r.Errors != 0 || r.Truncated || r.NoExpiry != 0 || r.MemBefore <= 0 || r.DBSizeAfter != r.DBSizeBefore+int64(r.KeysLeft) {
+			t.Errorf("%s: %+v", d, r)
+		}
+		results = append(results, r)
+	}
+	// raw deletes its key on release; latchkey keeps a fence counter per
+	// key, expiring within core's retention.
+	if raw := results[0]; raw.KeysLeft != 0 {
+		t.Errorf("raw left %d keys, e.g. %s", raw.KeysLeft, raw.LeftExample)
+	}
+	if lk := results[1]; lk.KeysLeft != 300 || lk.MaxPTTLMS <= 0 || lk.MaxPTTLMS > fenceRetentionMS ||
+		!strings.HasSuffix(lk.LeftExample, ":fence") || lk.KeyBytes <= 0 {
+		t.Errorf("latchkey: %d keys left (e.g. %s), largest PTTL %d ms, %v bytes each",
+			lk.KeysLeft, lk.LeftExample, lk.MaxPTTLMS, lk.KeyBytes)
+	}
+	var buf bytes.Buffer
+	writeReport(&buf, results, reportMeta{})
+	for _, want := range []string{"### memory: 300 distinct keys", "| latchkey | 1 | 300 |", "- MET: Redis memory a released key leaves"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, buf.String())
+		}
+	}
+}

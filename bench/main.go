@@ -49,7 +49,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.N == 0 {
-		c.N = map[string]int{"ping": 20000, "serial": 10000, "parallel": 20000, "contended": 2000, "renew": 100000}[c.Scenario]
+		c.N = map[string]int{"ping": 20000, "serial": 10000, "parallel": 20000, "contended": 2000, "renew": 100000, "memory": 100000}[c.Scenario]
 		if c.Scenario == "ping" && c.Idle > 0 {
 			c.N = 3000
 		}
@@ -58,7 +58,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	if c.Workers == 0 {
-		c.Workers = map[string]int{"serial": 1, "parallel": 16, "contended": 8}[c.Scenario]
+		c.Workers = map[string]int{"serial": 1, "parallel": 16, "contended": 8, "memory": 8}[c.Scenario]
 	}
 	if c.Scenario == "serial" {
 		c.Workers = 1
@@ -98,7 +98,7 @@ func main() {
 		bkOpt   = backendOptions{idle: 300 * time.Millisecond}
 		cpuProf string
 	)
-	flag.StringVar(&cfg.Scenario, "scenario", "", "ping | serial | parallel | contended | renew")
+	flag.StringVar(&cfg.Scenario, "scenario", "", "ping | serial | parallel | contended | renew | memory")
 	flag.DurationVar(&cfg.RenewWindow, "renew-window", 10*time.Second, "renew: the measuring window (after one TTL of settling)")
 	flag.StringVar(&cfg.Driver, "driver", "raw", "driver: "+strings.Join(driverNames(), ", "))
 	flag.StringVar(&addrs, "addr", envOr("REDIS_ADDR", "127.0.0.1:6379"), "Redis address(es), comma-separated")
@@ -106,7 +106,7 @@ func main() {
 	flag.BoolVar(&cfg.Exclusive, "exclusive", false, "the Redis servers serve only this run (enables executed-command and Redis-CPU figures)")
 	flag.IntVar(&cfg.N, "n", 0, "operations to measure (default depends on the scenario)")
 	flag.DurationVar(&cfg.MaxTime, "max-time", 60*time.Second, "time bound on a run")
-	flag.IntVar(&cfg.Workers, "workers", 0, "goroutines (parallel default 16, contended 8)")
+	flag.IntVar(&cfg.Workers, "workers", 0, "goroutines (parallel default 16, contended 8, memory 8)")
 	flag.DurationVar(&cfg.Hold, "hold", time.Millisecond, "contended: time the lock is held")
 	flag.DurationVar(&cfg.Think, "think", 0, "contended: pause after each release before asking again")
 	flag.DurationVar(&cfg.Idle, "idle", 0, "ping: sleep before each PING")
@@ -283,6 +283,8 @@ func runOne(cfg Config) (Result, error) {
 		r, err = runContended(ctx, cfg, e)
 	case "renew":
 		r, err = runRenew(ctx, cfg, e)
+	case "memory":
+		r, err = runMemory(ctx, cfg, e)
 	default:
 		err = fmt.Errorf("unknown scenario %q", cfg.Scenario)
 	}

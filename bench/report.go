@@ -47,6 +47,9 @@ func describe(r *Result, cfg Config) {
 		}
 	case "renew":
 		r.Table = fmt.Sprintf("renew: %d leases of TTL %v on one Client, auto-renewed every TTL/3; a %v window", cfg.N, cfg.TTL, cfg.RenewWindow)
+	case "memory":
+		r.Workers = cfg.Workers
+		r.Table = fmt.Sprintf("memory: %d distinct keys, each acquired and released once by %d goroutines; what Redis keeps after", cfg.N, cfg.Workers)
 	case "contended":
 		r.Workers, r.HoldUS, r.ThinkUS, r.RetryUS = cfg.Workers, us(cfg.Hold), us(cfg.Think), us(cfg.Retry)
 		r.Table = fmt.Sprintf("contended: %d goroutines on one key, hold %v", cfg.Workers, cfg.Hold)
@@ -82,6 +85,15 @@ func printResult(w io.Writer, r Result) {
 	if r.Scenario == "renew" {
 		fmt.Fprintf(w, "  %d leases renewed: client %.1f%% of a core, Redis %s%% of a core; leases lost %d\n",
 			r.Leases, r.ClientPct, opt(r.RedisPct), r.Lost)
+	}
+	if r.Scenario == "memory" {
+		fmt.Fprintf(w, "  used_memory %d -> %d bytes (%+d): %s bytes per released key; DBSIZE %d -> %d\n",
+			r.MemBefore, r.MemAfter, r.MemAfter-r.MemBefore, num(r.BytesPerKey), r.DBSizeBefore, r.DBSizeAfter)
+		fmt.Fprintf(w, "  keys left %d, without expiry %d, largest PTTL %s", r.KeysLeft, r.NoExpiry, time.Duration(r.MaxPTTLMS)*time.Millisecond)
+		if r.KeysLeft > 0 {
+			fmt.Fprintf(w, "; MEMORY USAGE %s bytes each (mean of up to %d), e.g. %s", num(r.KeyBytes), memoryInspectSample, r.LeftExample)
+		}
+		fmt.Fprintln(w)
 	}
 	if r.Scenario == "contended" {
 		fmt.Fprintf(w, "  hold p50 %s µs; handoff to a waiting goroutine: %d, p50 %s µs, p99 %s µs; gap (any) p50 %s µs\n",
@@ -172,7 +184,7 @@ func groups(results []Result) [][]*group {
 func tableRank(rows map[string]*group) float64 {
 	for _, g := range rows {
 		r := g.runs[0]
-		rank := map[string]float64{"ping": 0, "serial": 1e6, "parallel": 2e6, "contended": 3e6}[r.Scenario]
+		rank := map[string]float64{"ping": 0, "serial": 1e6, "parallel": 2e6, "contended": 3e6, "memory": 4e6}[r.Scenario]
 		switch {
 		case r.Scenario == "ping":
 			rank += r.IdleUS
@@ -216,8 +228,19 @@ func (g *group) col(f func(Result) float64) []float64 {
 func (g *group) med(f func(Result) float64) float64 { return median(g.col(f)) }
 
 // cell formats a metric as "median (min–max)", or just the value for one run.
-func (g *group) cell(f func(Result) float64) string {
-	v := g.col(f)
+func (g *group) cell(f func(Result) float64) string { return cellOf(g.col(f)) }
+
+// signedCell is cell for a figure that may fall below zero (a memory
+// difference), where a negative value is not "unknown".
+func (g *group) signedCell(f func(Result) float64) string {
+	v := make([]float64, len(g.runs))
+	for i, r := range g.runs {
+		v[i] = f(r)
+	}
+	return cellOf(v)
+}
+
+func cellOf(v []float64) string {
 	if len(v) == 0 {
 		return "–"
 	}

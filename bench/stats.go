@@ -52,6 +52,18 @@ type Result struct {
 	RedisPct  float64 `json:"redis_pct,omitempty"`  // Redis CPU, % of one core; -1 unknown
 	Lost      int     `json:"lost,omitempty"`       // leases lost by the end of the window
 
+	// memory: what the server keeps once every key is released
+	MemBefore    int64   `json:"used_memory_before,omitempty"` // INFO memory used_memory before the cycles, bytes
+	MemAfter     int64   `json:"used_memory_after,omitempty"`  // the same after them
+	DBSizeBefore int64   `json:"dbsize_before,omitempty"`
+	DBSizeAfter  int64   `json:"dbsize_after,omitempty"`
+	BytesPerKey  float64 `json:"bytes_per_key,omitempty"` // (MemAfter - MemBefore) / Ops
+	KeysLeft     int     `json:"keys_left,omitempty"`     // keys not there before the cycles
+	NoExpiry     int     `json:"no_expiry,omitempty"`     // of them, keys with no expiry (PTTL -1)
+	MaxPTTLMS    int64   `json:"max_pttl_ms,omitempty"`   // the largest PTTL among them
+	KeyBytes     float64 `json:"key_bytes,omitempty"`     // mean MEMORY USAGE of up to 100 of them
+	LeftExample  string  `json:"left_example,omitempty"`  // one of their names
+
 	// serial and parallel
 	Keys     string  `json:"keys,omitempty"` // "cycle" or "goroutine"
 	Pair     string  `json:"pair,omitempty"` // driver run alternately in the same goroutines

@@ -36,6 +36,8 @@ func writeReport(w io.Writer, results []Result, m reportMeta) {
 			writePing(w, rows)
 		case "contended":
 			writeContended(w, rows)
+		case "memory":
+			writeMemory(w, rows)
 		default:
 			if rows[0].runs[0].Pair != "" {
 				writePaired(w, rows)
@@ -303,6 +305,24 @@ func writePaired(w io.Writer, rows []*group) {
 			g.cell(func(r Result) float64 { return r.Mean / r.PairMean }),
 			g.cell(func(r Result) float64 { return r.P99 }), g.cell(func(r Result) float64 { return r.PairP99 }),
 			num(g.med(func(r Result) float64 { return r.Cmds }))+" ("+num(g.med(func(r Result) float64 { return r.PairCmds }))+")",
+			fmt.Sprint(g.sum(func(r Result) int { return r.Errors })))
+	}
+}
+
+// writeMemory prints what each driver's released keys left on the server.
+func writeMemory(w io.Writer, rows []*group) {
+	header(w, "driver", "runs", "keys released", "cycles/s", "keys left", "left without expiry",
+		"largest TTL left s", "used_memory rise, bytes", "bytes per released key", "MEMORY USAGE per key left", "errors")
+	for _, g := range rows {
+		row(w, g.label, fmt.Sprint(len(g.runs)),
+			g.cell(func(r Result) float64 { return float64(r.Ops) }),
+			g.cell(func(r Result) float64 { return r.Rate }),
+			g.cell(func(r Result) float64 { return float64(r.KeysLeft) }),
+			fmt.Sprint(g.sum(func(r Result) int { return r.NoExpiry })),
+			g.cell(func(r Result) float64 { return float64(r.MaxPTTLMS) / 1000 }),
+			g.signedCell(func(r Result) float64 { return float64(r.MemAfter - r.MemBefore) }),
+			g.signedCell(func(r Result) float64 { return r.BytesPerKey }),
+			g.cell(func(r Result) float64 { return r.KeyBytes }),
 			fmt.Sprint(g.sum(func(r Result) int { return r.Errors })))
 	}
 }

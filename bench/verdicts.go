@@ -79,8 +79,7 @@ func verdicts(gs [][]*group) []verdict {
 		starvedVerdict(gs),
 		cleanVerdict(gs),
 		renewVerdict(rs),
-		{target: "Redis memory a released key leaves: nothing older than a few minutes", outcome: unmeasured,
-			measured: "no scenario of bench measures memory per key yet"},
+		memoryVerdict(rs),
 		redlockSerialVerdict(gs),
 		redlockContendedVerdict(gs),
 	}
@@ -337,6 +336,41 @@ func renewVerdict(rs []Result) verdict {
 		return v
 	}
 	v.outcome, v.measured = judged(ok), strings.Join(parts, "; ")
+	return v
+}
+
+// fenceRetentionMS is core's fenceRetention (core/backend.go), in
+// milliseconds: the longest a released key's fence counter lives.
+const fenceRetentionMS = 5 * 60 * 1000
+
+// memoryVerdict judges the memory runs of latchkey: every key a released
+// lock leaves expires, and none lives longer than core's fence retention.
+// The peers' runs, when present, are named for comparison.
+func memoryVerdict(rs []Result) verdict {
+	v := verdict{target: "Redis memory a released key leaves: nothing older than a few minutes (no key without expiry, largest TTL ≤ 5 min)"}
+	var parts, peers []string
+	ok, n := true, 0
+	for _, r := range rs {
+		if r.Scenario != "memory" || r.Ops == 0 {
+			continue
+		}
+		if r.Driver != verdictDriver {
+			peers = append(peers, fmt.Sprintf("%s %s B, %d keys left", r.Driver, num(r.BytesPerKey), r.KeysLeft))
+			continue
+		}
+		n++
+		ok = ok && r.NoExpiry == 0 && r.MaxPTTLMS <= fenceRetentionMS
+		parts = append(parts, fmt.Sprintf("%d keys released: %d left, %d without expiry, largest TTL %.1f s, %s bytes per released key",
+			r.Ops, r.KeysLeft, r.NoExpiry, float64(r.MaxPTTLMS)/1000, num(r.BytesPerKey)))
+	}
+	if n == 0 {
+		v.measured = "not in this run; the memory scenario measures it: go run . -scenario memory -driver latchkey -spawn 1 -exclusive"
+		return v
+	}
+	v.outcome, v.measured = judged(ok), strings.Join(parts, "; ")
+	if len(peers) > 0 {
+		v.measured += " (per released key: " + strings.Join(peers, ", ") + ")"
+	}
 	return v
 }
 

@@ -71,6 +71,7 @@ func TestVerdictsOneLinePerTarget(t *testing.T) {
 		"- NOT MET: no goroutine below half the mean acquisitions — least-served / mean 0.40 at worst (8 goroutines, greedy)",
 		"- MET: 0 overlaps, fence regressions, timeouts and errors — 0 over 6 runs",
 		"- NOT MEASURED: renewing 100k leases",
+		"- NOT MEASURED: Redis memory a released key leaves: nothing older than a few minutes (no key without expiry, largest TTL ≤ 5 min) — not in this run; the memory scenario measures it: go run . -scenario memory -driver latchkey -spawn 1 -exclusive",
 		"- MET: Redlock over 5 nodes, uncontended cycle: p50 ≤ redsync5's — 500 vs 600 µs (0.83×)",
 		"- NOT MEASURED: Redlock over 5 nodes, contended",
 	} {
@@ -101,5 +102,34 @@ func TestRenewVerdict(t *testing.T) {
 	}
 	if v := renewVerdict(nil); v.outcome != unmeasured {
 		t.Errorf("no renew run: %v", v.outcome)
+	}
+}
+
+func TestMemoryVerdict(t *testing.T) {
+	mem := func(driver string, left, noExpiry int, pttl int64, bytes float64) Result {
+		return Result{Scenario: "memory", Driver: driver, Ops: 100000, KeysLeft: left, NoExpiry: noExpiry, MaxPTTLMS: pttl, BytesPerKey: bytes}
+	}
+	for _, tc := range []struct {
+		name string
+		r    Result
+		want outcome
+	}{
+		{"fence counters that expire within the retention", mem("latchkey", 100000, 0, 299990, 164), met},
+		{"nothing left", mem("latchkey", 0, 0, 0, -0.2), met},
+		{"a key without expiry", mem("latchkey", 100000, 1, 299990, 164), notMet},
+		{"a key that outlives the retention (the old 24 h)", mem("latchkey", 100000, 0, 86400000, 200), notMet},
+	} {
+		if v := memoryVerdict([]Result{tc.r}); v.outcome != tc.want {
+			t.Errorf("%s: %v (%s), want %v", tc.name, v.outcome, v.measured, tc.want)
+		}
+	}
+	v := memoryVerdict([]Result{mem("raw", 0, 0, 0, -0.18), mem("latchkey", 100000, 0, 299995, 164.3)})
+	want := "100000 keys released: 100000 left, 0 without expiry, largest TTL 300.0 s, 164 bytes per released key (per released key: raw -0.18 B, 0 keys left)"
+	if v.outcome != met || v.measured != want {
+		t.Errorf("got %v: %q\nwant %q", v.outcome, v.measured, want)
+	}
+	// The peers alone do not measure latchkey's target.
+	if v := memoryVerdict([]Result{mem("raw", 0, 0, 0, 0)}); v.outcome != unmeasured || !strings.Contains(v.measured, "-scenario memory") {
+		t.Errorf("no latchkey run: %v (%s)", v.outcome, v.measured)
 	}
 }
