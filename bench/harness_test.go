@@ -214,6 +214,11 @@ func TestMemoryScenario(t *testing.T) {
 	if raw := results[0]; raw.KeysLeft != 0 {
 		t.Errorf("raw left %d keys, e.g. %s", raw.KeysLeft, raw.LeftExample)
 	}
+	// Nothing left means no memory either: not the driver's connections,
+	// not the inspecting commands' latency histograms (tens of KB each).
+	if raw := results[0]; raw.MemAfter-raw.MemBefore > 16<<10 || raw.MemAfter-raw.MemBefore < -16<<10 {
+		t.Errorf("raw: used_memory %d -> %d bytes", raw.MemBefore, raw.MemAfter)
+	}
 	if lk := results[1]; lk.KeysLeft != 300 || lk.MaxPTTLMS <= 0 || lk.MaxPTTLMS > fenceRetentionMS ||
 		!strings.HasSuffix(lk.LeftExample, ":fence") || lk.KeyBytes <= 0 {
 		t.Errorf("latchkey: %d keys left (e.g. %s), largest PTTL %d ms, %v bytes each",

@@ -124,7 +124,7 @@ func main() {
 	flag.BoolVar(&prims, "primitives", false, "matrix: run the primitives section (semaphore, read-write lock, LockAll, Campaign next to raw) instead of the lock matrix; -matrix smoke unless -matrix says otherwise")
 	flag.IntVar(&rounds, "rounds", 1, "matrix: rounds, each in a new shuffled order")
 	flag.StringVar(&drivers, "drivers", "", "matrix: comma-separated drivers (default: all registered single-node drivers)")
-	flag.StringVar(&out, "out", "", "matrix: append every result to this JSONL file")
+	flag.StringVar(&out, "out", "", "append every result to this JSONL file (the matrix's, or a single run's)")
 	flag.BoolVar(&report, "report", false, "print tables from the JSONL files named as arguments")
 	flag.Uint64Var(&seed, "seed", 0, "matrix: shuffle seed (0: random)")
 	flag.StringVar(&bk, "backends", "", "run the backend comparison on these backends (comma-separated, or all: "+strings.Join(backendNames, ",")+"); -rounds, -seed, -out, -hold apply")
@@ -171,6 +171,9 @@ func main() {
 			} else {
 				printResult(os.Stdout, r)
 			}
+		}
+		if err == nil && out != "" {
+			err = appendResult(out, r)
 		}
 	default:
 		flag.Usage()
@@ -323,6 +326,20 @@ func cleanup(admins []*redis.Client, runID string) error {
 		}
 	}
 	return nil
+}
+
+// appendResult appends r to the JSONL file path, for -report to read.
+func appendResult(path string, r Result) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	line, _ := json.Marshal(r)
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func envOr(k, def string) string {

@@ -25,35 +25,66 @@ const memoryInspectSample = 100
 // at every key that was not there before the cycles: how many, how many
 // have no expiry (PTTL -1), the largest PTTL, and the mean MEMORY USAGE of
 // up to 100 of them. An op is one acquire+release cycle.
+//
+// No driver is connected at either reading of used_memory, so the
+// connections' buffers, which grow with the traffic and not with the
+// keys, are in neither: a warm-up driver loads the scripts and is closed,
+// and the driver that runs the cycles is opened after the reading before
+// them and closed, and its connections gone from the server, before the
+// reading after them (its first cycles pay for its dials).
 func runMemory(ctx context.Context, cfg Config, e *env) (Result, error) {
 	if len(e.prober.servers) == 0 {
 		return Result{}, errors.New("-scenario memory reads the server's memory and keys: give it a server of its own (-spawn 1, or -exclusive)")
 	}
 	admin := e.prober.servers[0]
-	d, err := e.open()
+	idle, err := connectedClients(ctx, admin) // the benchmark's own admin connection
 	if err != nil {
 		return Result{}, err
 	}
-	defer d.Close()
 
-	// Warm-up: the pools open and the scripts load. What these keys
-	// leave is in the "before" figures.
-	if _, errs := memoryCycles(ctx, d, e.prefix+"warm:", 4*cfg.Workers, cfg.Workers); errs > 0 {
+	// What the warm-up's keys leave is in the "before" figures.
+	w, err := e.open()
+	if err != nil {
+		return Result{}, err
+	}
+	_, errs := memoryCycles(ctx, w, e.prefix+"warm:", 4*cfg.Workers, cfg.Workers)
+	w.Close()
+	if errs > 0 {
 		return Result{}, fmt.Errorf("warm-up: %d cycles failed", errs)
+	}
+	if err := awaitClients(ctx, admin, idle); err != nil {
+		return Result{}, err
+	}
+	// Redis (7.0 on) allocates a latency histogram for each command the
+	// first time it runs, tens of kilobytes: the first reading runs
+	// DBSIZE and SCAN once, so the second sees their histograms already
+	// there.
+	if _, err := readMemory(ctx, admin, true); err != nil {
+		return Result{}, fmt.Errorf("before: %w", err)
 	}
 	before, err := readMemory(ctx, admin, true)
 	if err != nil {
 		return Result{}, fmt.Errorf("before: %w", err)
 	}
 
+	d, err := e.open()
+	if err != nil {
+		return Result{}, err
+	}
 	var r Result
 	a := e.prober.take(ctx)
 	t0 := time.Now()
 	samples, errs := memoryCycles(ctx, d, e.prefix+"mem:", cfg.N, cfg.Workers)
 	r.Seconds = time.Since(t0).Seconds()
 	b := e.prober.take(ctx)
+	if err := d.Close(); err != nil {
+		return Result{}, err
+	}
 
 	actx := context.WithoutCancel(ctx) // a cut-short run is still inspected
+	if err := awaitClients(actx, admin, idle); err != nil {
+		return Result{}, err
+	}
 	after, err := readMemory(actx, admin, false)
 	if err != nil {
 		return Result{}, fmt.Errorf("after: %w", err)
@@ -147,6 +178,32 @@ func readMemory(ctx context.Context, rdb *redis.Client, withKeys bool) (memorySn
 		err = scanAll(ctx, rdb, func(k string) { s.keys[k] = true })
 	}
 	return s, err
+}
+
+// awaitClients waits until the server counts at most n connected clients.
+// A client closes its connections at once, but the server frees one (and
+// its buffers, some 20 KB) only when its event loop reads the end of it,
+// which can come after the next INFO.
+func awaitClients(ctx context.Context, rdb *redis.Client, n int64) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := connectedClients(ctx, rdb)
+		if err != nil || c <= n {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d clients still connected after 5 s, want at most %d (does someone else use this server?)", c, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func connectedClients(ctx context.Context, rdb *redis.Client) (int64, error) {
+	info, err := rdb.Info(ctx, "clients").Result()
+	if err != nil {
+		return 0, err
+	}
+	return infoInt(info, "connected_clients")
 }
 
 // infoInt returns the integer field name of an INFO reply.

@@ -315,9 +315,9 @@ func writeMemory(w io.Writer, rows []*group) {
 		"largest TTL left s", "used_memory rise, bytes", "bytes per released key", "MEMORY USAGE per key left", "errors")
 	for _, g := range rows {
 		row(w, g.label, fmt.Sprint(len(g.runs)),
-			g.cell(func(r Result) float64 { return float64(r.Ops) }),
+			countCell(g, func(r Result) int { return r.Ops }),
 			g.cell(func(r Result) float64 { return r.Rate }),
-			g.cell(func(r Result) float64 { return float64(r.KeysLeft) }),
+			countCell(g, func(r Result) int { return r.KeysLeft }),
 			fmt.Sprint(g.sum(func(r Result) int { return r.NoExpiry })),
 			g.cell(func(r Result) float64 { return float64(r.MaxPTTLMS) / 1000 }),
 			g.signedCell(func(r Result) float64 { return float64(r.MemAfter - r.MemBefore) }),
@@ -325,4 +325,17 @@ func writeMemory(w io.Writer, rows []*group) {
 			g.cell(func(r Result) float64 { return r.KeyBytes }),
 			fmt.Sprint(g.sum(func(r Result) int { return r.Errors })))
 	}
+}
+
+// countCell formats a count as "median (min–max)", in whole numbers.
+func countCell(g *group, f func(Result) int) string {
+	v := make([]float64, len(g.runs))
+	for i, r := range g.runs {
+		v[i] = float64(f(r))
+	}
+	lo, hi := slices.Min(v), slices.Max(v)
+	if lo == hi {
+		return fmt.Sprintf("%.0f", lo)
+	}
+	return fmt.Sprintf("%.0f (%.0f–%.0f)", median(v), lo, hi)
 }
