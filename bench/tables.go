@@ -319,11 +319,21 @@ func writeMemory(w io.Writer, rows []*group) {
 			g.cell(func(r Result) float64 { return r.Rate }),
 			countCell(g, func(r Result) int { return r.KeysLeft }),
 			fmt.Sprint(g.sum(func(r Result) int { return r.NoExpiry })),
-			g.cell(func(r Result) float64 { return float64(r.MaxPTTLMS) / 1000 }),
+			g.cell(ifLeft(func(r Result) float64 { return float64(r.MaxPTTLMS) / 1000 })),
 			g.signedCell(func(r Result) float64 { return float64(r.MemAfter - r.MemBefore) }),
 			g.signedCell(func(r Result) float64 { return r.BytesPerKey }),
-			g.cell(func(r Result) float64 { return r.KeyBytes }),
+			g.cell(ifLeft(func(r Result) float64 { return r.KeyBytes })),
 			fmt.Sprint(g.sum(func(r Result) int { return r.Errors })))
+	}
+}
+
+// ifLeft is f for a run that left keys, and unknown (–) for one that left none.
+func ifLeft(f func(Result) float64) func(Result) float64 {
+	return func(r Result) float64 {
+		if r.KeysLeft == 0 {
+			return -1
+		}
+		return f(r)
 	}
 }
 
