@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/latchkey/latchkey/internal/errjoin"
@@ -260,7 +261,7 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 				// Come back when starving, to queue: while waiters queue,
 				// a release grants the key to the first of them and wakes
 				// nobody else.
-				if left := starvationThreshold - time.Since(start); left > 0 {
+				if left := starvationThreshold() - time.Since(start); left > 0 {
 					d = min(d, left+time.Millisecond)
 				} else {
 					d = 0
@@ -322,7 +323,7 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 				}
 			}
 		}
-		if !queued && time.Since(start) >= starvationThreshold && c.canQueue(n) {
+		if !queued && time.Since(start) >= starvationThreshold() && c.canQueue(n) {
 			// Starving: from now on this waiter queues, and the key is
 			// handed over in arrival order until the queue drains.
 			s.fair, queued = true, true
@@ -357,7 +358,16 @@ type toucher interface {
 // barging keeps short waits fast, and nobody waits behind a stream of
 // luckier callers for long; and while waiters queue, a newcomer that will
 // wait joins them at once (the key goes to them in arrival order anyway).
-const starvationThreshold = 50 * time.Millisecond
+const starvationThresholdDefault = 50 * time.Millisecond
+
+// starvation holds starvationThreshold, which the tests change (an atomic:
+// a waiter of another test may still read it).
+var starvation = func() (d atomic.Int64) {
+	d.Store(int64(starvationThresholdDefault))
+	return
+}()
+
+func starvationThreshold() time.Duration { return time.Duration(starvation.Load()) }
 
 // canQueue reports whether waiters of n may queue: a mutex or a
 // semaphore, on a backend with fair queues (not Redlock).

@@ -56,3 +56,10 @@ func SetClockSkew(d time.Duration) (restore func()) {
 	clockSkew.Store(int64(d))
 	return func() { clockSkew.Store(0) }
 }
+
+// SetStarvationThreshold sets how long a Lock waiter of the default mode
+// waits before it queues, until restore is called.
+func SetStarvationThreshold(d time.Duration) (restore func()) {
+	starvation.Store(int64(d))
+	return func() { starvation.Store(int64(starvationThresholdDefault)) }
+}
