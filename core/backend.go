@@ -28,6 +28,8 @@ type names struct {
 	fence string // "<prefix>:{<key>}:fence"
 	queue string // "<prefix>:{<key>}:w", queued waiters (scripts/lib_wait.lua)
 	dues  string // "<prefix>:{<key>}:w:a", the Clients that keep them alive
+	mark  string // "<prefix>:{<key>}:w:m", the sign that someone waits (scripts/release.lua)
+	oldQ  string // "<prefix>:{<key>}:q", the queue of a Client of release 0.2.0
 
 	// A semaphore's names instead (limit > 0): lease "<prefix>:{<key>}:sem"
 	// holds the permits (and is the release channel), fence
@@ -60,12 +62,14 @@ func (n names) since() string { return n.queue + "s" }
 func (n names) rw() bool { return n.limit == rwRead || n.limit == rwWrite }
 
 func (c *Client) names(key string) names {
-	// Two allocations for four names: the lease shares the fence's bytes,
-	// the queue its Clients'.
+	// Two allocations for six names: the lease shares the fence's bytes,
+	// the others are parts of one string.
 	fence := c.cfg.prefix + ":{" + key + "}:fence"
 	lease := fence[:len(fence)-len(":fence")]
-	alive := lease + ":w:a"
-	return names{lease: lease, fence: fence, queue: alive[:len(alive)-len(":a")], dues: alive}
+	s := lease + ":w:a" + lease + ":w:m" + lease + ":q"
+	l := len(lease)
+	return names{lease: lease, fence: fence, queue: s[:l+2], dues: s[:l+4],
+		mark: s[l+4 : 2*l+8], oldQ: s[2*l+8:]}
 }
 
 // kindNames are the storage names of key for a mutex (limit 0), a
@@ -107,6 +111,23 @@ const (
 	touchEntryTTLDefault = 30 * time.Second
 	touchPollDefault     = 10 * time.Second
 )
+
+// A Lock waiter of the default mode on Redis marks the key as waited for
+// ("<lease>:w:m", see scripts/release.lua) with every attempt that finds
+// it held, for waitMarkTTL: a release publishes only while a mark or a
+// queue exists, so an uncontended release costs no PUBLISH. The mark must
+// outlive the longest sleep between two attempts of a waiter (maxFallback,
+// a fallbackDelay) with room to spare; a mark that lapses anyway costs
+// the waiter its notification, never its wait: it attempts on its timer.
+const waitMarkTTLDefault = 2 * maxFallback
+
+// waitMark holds waitMarkTTL, which the tests shorten.
+var waitMark = func() (d atomic.Int64) {
+	d.Store(int64(waitMarkTTLDefault))
+	return
+}()
+
+func waitMarkTTL() time.Duration { return time.Duration(waitMark.Load()) }
 
 // touchTimings holds touchPoll and touchEntryTTL, which the tests shorten
 // (atomics: a waiter of another test may still read them).

@@ -37,7 +37,11 @@
 //     that renewal finds gone, or that reaches its deadline, is lost.
 //   - Waiting is push, not poll: the release script publishes on the key's
 //     channel, one subscription per Client serves all its waiters, and each
-//     release wakes one waiter of each Client. While waiters queue (below),
+//     release wakes one waiter of each Client. A release that nobody waits
+//     for publishes nothing: a waiter's every attempt that finds the key
+//     held marks it as waited for (for 10 s, twice a waiter's longest
+//     sleep), and a release publishes only while the mark or a queue of
+//     waiters exists; an Observe call marks the key it watches too. While waiters queue (below),
 //     a release grants the key to the queue's head and tells only that
 //     waiter's Client, on a channel of its own: one handoff wakes one
 //     process, however many wait; the waiter next in line is told too, so

@@ -82,7 +82,8 @@ func (c *Client) observe(ctx context.Context, key string, out chan<- Info) {
 	if validKey(key) != nil {
 		return
 	}
-	lease := c.names(key).lease
+	n := c.names(key)
+	lease := n.lease
 	w := c.nt.watch(ctx, lease)
 	defer c.nt.leave(w, true)
 	// A release that grants the key to a queued waiter tells the
@@ -93,6 +94,12 @@ func (c *Client) observe(ctx context.Context, key string, out chan<- Info) {
 	defer timer.Stop()
 	var last, pending Info
 	sent, waiting := false, false // waiting: pending is to be sent
+	// On a backend whose releases tell only keys marked as waited for,
+	// the observer marks the key before it reads it, and again well
+	// before the mark lapses; a mark found lapsed means a release may have
+	// gone untold, and the key is read at once.
+	mk, _ := c.be.(waitMarker)
+	var markDue, readAt time.Time // zero: now
 	for {
 		var send chan<- Info
 		if waiting {
@@ -107,8 +114,23 @@ func (c *Client) observe(ctx context.Context, key string, out chan<- Info) {
 			last, sent, waiting = pending, true, false
 			continue
 		case <-w.wake:
+			readAt = time.Time{}
 		case <-wo.wake:
+			readAt = time.Time{}
 		case <-timer.C:
+		}
+		if now := time.Now(); mk != nil && !now.Before(markDue) {
+			lapsed, err := mk.mark(ctx, n)
+			markDue = now.Add(waitMarkTTL() / 3)
+			if err != nil {
+				markDue = now.Add(time.Second)
+			} else if lapsed {
+				readAt = time.Time{}
+			}
+			if time.Now().Before(readAt) { // woken to mark alone
+				resetTimer(timer, min(time.Until(readAt), time.Until(markDue)))
+				continue
+			}
 		}
 		// Read again on every wake-up, also while a report waits for a
 		// slow receiver: it gets the state of the moment it takes it.
@@ -134,12 +156,29 @@ func (c *Client) observe(ctx context.Context, key string, out chan<- Info) {
 				next = info.TTL + 5*time.Millisecond // a release wakes us sooner
 			}
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
+		readAt = time.Now().Add(next)
+		if mk != nil {
+			next = min(next, time.Until(markDue))
 		}
-		timer.Reset(next)
+		resetTimer(timer, next)
 	}
+}
+
+// resetTimer stops t, drains it, and resets it to d.
+func resetTimer(t *time.Timer, d time.Duration) {
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	t.Reset(d)
+}
+
+// A waitMarker is a backend whose releases tell only keys marked as
+// waited for (Redis: see scripts/release.lua).
+type waitMarker interface {
+	// mark marks n's lease as waited for, for waitMarkTTL; lapsed is
+	// true when it was not marked.
+	mark(ctx context.Context, n names) (lapsed bool, err error)
 }

@@ -14,11 +14,12 @@ var (
 )
 
 // StorageNames returns the Redis names of key under prefix: lease, fence
-// counter, waiters and their Clients.
+// counter, waiters, their Clients, the waiters' mark and release 0.2.0's
+// queue.
 func StorageNames(prefix, key string) []string {
 	c := &Client{cfg: clientConfig{prefix: prefix}}
 	n := c.names(key)
-	return []string{n.lease, n.fence, n.queue, n.dues}
+	return []string{n.lease, n.fence, n.queue, n.dues, n.mark, n.oldQ}
 }
 
 // mustNew returns v, or panics with err.
@@ -57,9 +58,20 @@ func SetClockSkew(d time.Duration) (restore func()) {
 	return func() { clockSkew.Store(0) }
 }
 
+// AcquireHash is the SHA1 of a mutex's acquisition script (the default
+// mode).
+var AcquireHash = acquireScript.Hash()
+
 // SetStarvationThreshold sets how long a Lock waiter of the default mode
 // waits before it queues, until restore is called.
 func SetStarvationThreshold(d time.Duration) (restore func()) {
 	starvation.Store(int64(d))
 	return func() { starvation.Store(int64(starvationThresholdDefault)) }
+}
+
+// SetWaitMarkTTL sets how long a default-mode waiter's mark that the key
+// is waited for lives, until restore is called.
+func SetWaitMarkTTL(d time.Duration) (restore func()) {
+	waitMark.Store(int64(d))
+	return func() { waitMark.Store(int64(waitMarkTTLDefault)) }
 }

@@ -155,6 +155,18 @@ type redisBackend struct {
 	waits map[string]*keyWaits
 }
 
+var _ waitMarker = (*redisBackend)(nil)
+
+// mark marks n's lease as waited for (an observer's mark, as a waiter's
+// attempt sets it: see scripts/acquire.lua), for waitMarkTTL.
+func (b *redisBackend) mark(ctx context.Context, n names) (lapsed bool, err error) {
+	err = b.rdb.SetArgs(ctx, n.mark, "1", redis.SetArgs{TTL: waitMarkTTL(), Get: true}).Err()
+	if errors.Is(err, redis.Nil) {
+		return true, nil
+	}
+	return false, err
+}
+
 // touch is the periodic call of a queued mutex waiter that heard nothing.
 // One call per key serves all of the Client's waiters of that key: it
 // pushes the Client's lapse time in A on, drops the Clients that lapsed,
@@ -334,8 +346,8 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 		args = append(args, touchEntryTTL().Milliseconds(), join, b.grants, alive, claimArg)
 	case enqueue:
 		heard, waits, alive = b.grantsReady(), true, b.aliveArg(n)
-		keys = append(keys, n.queue, n.dues)
-		args = append(args, "", touchEntryTTL().Milliseconds(), b.grants, alive)
+		keys = append(keys, n.queue, n.dues, n.mark)
+		args = append(args, "", touchEntryTTL().Milliseconds(), b.grants, alive, waitMarkTTL().Milliseconds())
 	}
 	start := time.Now()
 	var r acquireResult
@@ -621,8 +633,9 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 		v, err := rwUnlockScript.run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since()}, token, hold).Int64()
 		return v == 1, err
 	}
-	v, err := releaseScript.run(ctx, b.rdb, []string{n.lease, n.fence, n.queue, n.dues},
-		token, claimArg, retentionArg, nonce, b.grants).Int64()
+	var kb [6]string // on the stack: run copies them
+	keys := append(kb[:0], n.lease, n.fence, n.queue, n.dues, n.mark, n.oldQ)
+	v, err := releaseScript.run(ctx, b.rdb, keys, token, claimArg, retentionArg, nonce, b.grants).Int64()
 	// A waiter giving up: out of W, or holding a grant it passed on.
 	b.unqueued(n, token)
 	return v == 1, err

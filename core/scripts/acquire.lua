@@ -5,13 +5,15 @@
 -- them (see lib_wait.lua).
 -- KEYS[1] lease "<prefix>:{key}"   KEYS[2] fence counter "<prefix>:{key}:fence"
 -- KEYS[3] the waiters W "<prefix>:{key}:w", KEYS[4] their Clients A
--- "<prefix>:{key}:w:a" (a waiting caller only)
+-- "<prefix>:{key}:w:a", KEYS[5] the mark M "<prefix>:{key}:w:m" (a
+-- waiting caller only)
 -- ARGV[1] token   ARGV[2] lease value (token, or token|metadata)
 -- ARGV[3] ttl ms  ARGV[4] fence counter retention ms
 -- ARGV[5] "1" if the token is new (nobody can hold with it: no re-entry
 -- read), else ''
 -- A waiting caller only: ARGV[6] queue entry ttl ms, ARGV[7] the caller's
--- grant channel, ARGV[8] "1" to (re)enter its Client in A
+-- grant channel, ARGV[8] "1" to (re)enter its Client in A, ARGV[9] the
+-- mark's ttl ms
 -- Returns {1, fence} acquired, {2, fence} re-entered, {0, holder pttl ms}
 -- held, {3, holder pttl ms} held and queued.
 if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) then
@@ -32,5 +34,11 @@ if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
   if ARGV[8] == '1' then a = KEYS[4] end
   wait_join(KEYS[3], ARGV[1] .. '|' .. ARGV[7], a, ARGV[7], tonumber(ARGV[6]))
   return {3, redis.call('PTTL', KEYS[1])}
+end
+if KEYS[5] then
+  -- The caller will wait for the release: the release is to publish (see
+  -- release.lua). Each attempt of the waiter sets the mark again, and it
+  -- outlives the waiter's sleep between two of them.
+  redis.call('SET', KEYS[5], '1', 'PX', ARGV[9])
 end
 return {0, redis.call('PTTL', KEYS[1])}

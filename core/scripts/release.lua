@@ -5,8 +5,17 @@
 -- nonce, unique to the release, to all its nodes, and the notifier drops
 -- its repeats; a single server sends "r:" alone, never dropped. A token
 -- that does not hold the lease leaves W instead (a waiter giving up).
+--
+-- Nobody to tell: when no waiter of the default mode has marked the key
+-- (M, set by each of its attempts that found the key held, acquire.lua),
+-- nobody queues in W, nobody of release 0.2.0 queues in its list Q, and
+-- the release is not Redlock's (its waiters leave no mark), the lease is
+-- deleted and nothing published. The waiter whose attempt set M before
+-- the release subscribed before its next attempt (Client.wait), so it hears
+-- every release after that attempt, or finds the key free.
 -- KEYS[1] lease (also the notification channel)  KEYS[2] fence counter
--- KEYS[3] the waiters W  KEYS[4] their Clients A
+-- KEYS[3] the waiters W  KEYS[4] their Clients A  KEYS[5] the mark M
+-- KEYS[6] release 0.2.0's queue Q
 -- ARGV[1] token  ARGV[2] claim window ms  ARGV[3] fence retention ms
 -- ARGV[4] release nonce (Redlock), or ''  ARGV[5] the caller's grant
 -- channel (its member of W is "<token>|<channel>")
@@ -24,6 +33,10 @@ if not owns(v, ARGV[1]) then
     if t2 then redis.call('PUBLISH', c2, 'n:' .. t2 .. '|' .. KEYS[1]) end
   end
   return 0
+end
+if ARGV[4] == '' and redis.call('EXISTS', KEYS[5], KEYS[3], KEYS[6]) == 0 then
+  redis.call('DEL', KEYS[1])
+  return 1
 end
 if wait_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3]) then
   return 1

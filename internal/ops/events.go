@@ -7,7 +7,8 @@ import (
 
 // What `latchkey watch` can see. core publishes on a primitive's own name
 // (its release channel) when it is released ("r:", "r:<nonce>" on
-// Redlock), when a release hands it to a fair waiter ("g:<token>") and
+// Redlock; a lock's release only while someone waits for it or observes
+// it), when a release hands it to a fair waiter ("g:<token>") and
 // when a Campaign's new leader is announced ("l:<token>"); Evict publishes
 // a release too. An acquisition that was not a grant, a renewal, an
 // expiry and a holder's loss publish nothing: those are seen only through
