@@ -120,6 +120,7 @@ func NewRedis(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	c.setBackend(rb, 2*time.Second, CapFair|CapNotify|CapReplicaAck|CapList|CapClaims|CapPrimitives)
 	rb.ps.init(rdb, c.nt)
 	rb.grants = c.nt.grantChannel(c.cfg.prefix)
+	rb.grantsArg = rb.grants
 	return c, nil
 }
 
@@ -147,6 +148,7 @@ type redisBackend struct {
 	// the first channel a waiter subscribes (grantsAsked), in the same
 	// SUBSCRIBE, so an acquisition never waits for it.
 	grants      string
+	grantsArg   any // grants, boxed once: every release names it
 	grantsAsked atomic.Bool
 
 	// waits are the Client's mutex waiters queued, by lease (keyWaits):
@@ -326,7 +328,7 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 			join = "1"
 		}
 		script, keys = semAcquireScript, append(kb[:0], n.lease, n.fence, n.vals, n.queue, n.dues, n.since())
-		args = append(args, n.limit, entryTTLArg, join, b.grants)
+		args = append(args, n.limit, entryTTLArg, join, b.grantsArg)
 	case n.limit == rwRead:
 		script, keys = rwRLockScript, append(kb[:0], n.lease, n.readers, n.vals, n.queue, n.fence)
 	case n.limit == rwWrite:
@@ -343,11 +345,11 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 			heard, waits, alive = b.grantsReady(), true, b.aliveArg(n)
 		}
 		script, keys = acquireFairScript, append(kb[:0], n.lease, n.fence, n.queue, n.dues)
-		args = append(args, touchEntryTTL().Milliseconds(), join, b.grants, alive, claimArg)
+		args = append(args, touchEntryTTL().Milliseconds(), join, b.grantsArg, alive, claimArg)
 	case enqueue:
 		heard, waits, alive = b.grantsReady(), true, b.aliveArg(n)
 		keys = append(keys, n.queue, n.dues, n.mark)
-		args = append(args, "", touchEntryTTL().Milliseconds(), b.grants, alive, waitMarkTTL().Milliseconds())
+		args = append(args, "", touchEntryTTL().Milliseconds(), b.grantsArg, alive, waitMarkTTL().Milliseconds())
 	}
 	start := time.Now()
 	var r acquireResult
@@ -635,7 +637,7 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 	}
 	var kb [6]string // on the stack: run copies them
 	keys := append(kb[:0], n.lease, n.fence, n.queue, n.dues, n.mark, n.oldQ)
-	v, err := releaseScript.run(ctx, b.rdb, keys, token, claimArg, retentionArg, nonce, b.grants).Int64()
+	v, err := releaseScript.run(ctx, b.rdb, keys, token, claimArg, retentionArg, nonce, b.grantsArg).Int64()
 	// A waiter giving up: out of W, or holding a grant it passed on.
 	b.unqueued(n, token)
 	return v == 1, err
