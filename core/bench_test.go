@@ -64,7 +64,10 @@ func BenchmarkMemory(b *testing.B) {
 }
 
 // BenchmarkRedis runs on a private redis-server, so that it can report the
-// server's own CPU time per cycle (INFO commandstats) as redis-µs/op.
+// server's own CPU time per cycle (INFO commandstats) as redis-µs/op, and
+// the commands it executed per cycle (those scripts ran included) as
+// redis-cmds/op; redis-cpu-µs/op is the server's whole CPU (INFO cpu),
+// networking included.
 func BenchmarkRedis(b *testing.B) {
 	rdb := redistest.StartServer(b).Client(b)
 	c := mustNew(core.NewRedis(rdb))
@@ -72,11 +75,15 @@ func BenchmarkRedis(b *testing.B) {
 	withServerCPU := func(f func(*testing.B, *core.Client)) func(*testing.B) {
 		return func(b *testing.B) {
 			rdb.ConfigResetStat(context.Background())
+			rcpu := serverCPU(b, rdb)
 			cpu := selfMicros()
 			f(b, c)
 			b.StopTimer()
 			b.ReportMetric((selfMicros()-cpu)/float64(b.N), "client-µs/op")
-			b.ReportMetric(serverMicros(b, rdb)/float64(b.N), "redis-µs/op")
+			usec, calls := serverStats(b, rdb)
+			b.ReportMetric(usec/float64(b.N), "redis-µs/op")
+			b.ReportMetric(calls/float64(b.N), "redis-cmds/op")
+			b.ReportMetric((serverCPU(b, rdb)-rcpu)/float64(b.N), "redis-cpu-µs/op")
 		}
 	}
 	b.Run("Cycle", withServerCPU(benchCycle))
@@ -90,6 +97,7 @@ func BenchmarkRedis(b *testing.B) {
 				b.Fatal(err)
 			}
 			rdb.ConfigResetStat(ctx)
+			rcpu := serverCPU(b, rdb)
 			cpu := selfMicros()
 			f(b, func(key string) {
 				tok := rand.Text()
@@ -103,7 +111,10 @@ func BenchmarkRedis(b *testing.B) {
 			})
 			b.StopTimer()
 			b.ReportMetric((selfMicros()-cpu)/float64(b.N), "client-µs/op")
-			b.ReportMetric(serverMicros(b, rdb)/float64(b.N), "redis-µs/op")
+			usec, calls := serverStats(b, rdb)
+			b.ReportMetric(usec/float64(b.N), "redis-µs/op")
+			b.ReportMetric(calls/float64(b.N), "redis-cmds/op")
+			b.ReportMetric((serverCPU(b, rdb)-rcpu)/float64(b.N), "redis-cpu-µs/op")
 		}
 	}
 	b.Run("RawCycle", raw(benchRawCycle))
@@ -148,23 +159,84 @@ func selfMicros() float64 {
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
 }
 
-// serverMicros sums the CPU microseconds Redis spent in commands.
-func serverMicros(b *testing.B, rdb *redis.Client) float64 {
+// serverStats sums the CPU microseconds Redis spent in commands and the
+// commands it executed (INFO commandstats; CONFIG and INFO left out).
+func serverStats(b *testing.B, rdb *redis.Client) (usec, calls float64) {
 	s, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if _, stats, ok := strings.Cut(line, ":"); ok && strings.HasPrefix(line, "cmdstat_") &&
+			!strings.HasPrefix(line, "cmdstat_config") && !strings.HasPrefix(line, "cmdstat_info") {
+			for _, kv := range strings.Split(strings.TrimSpace(stats), ",") {
+				if v, ok := strings.CutPrefix(kv, "usec="); ok {
+					f, _ := strconv.ParseFloat(v, 64)
+					usec += f
+				}
+				if v, ok := strings.CutPrefix(kv, "calls="); ok {
+					f, _ := strconv.ParseFloat(v, 64)
+					calls += f
+				}
+			}
+		}
+	}
+	return usec, calls
+}
+
+// serverCPU is the CPU seconds a server used, in µs (INFO cpu: user and
+// system, its cluster bus and networking included, which commandstats
+// leaves out).
+func serverCPU(b *testing.B, rdb *redis.Client) float64 {
+	s, err := rdb.Info(context.Background(), "cpu").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
 	var total float64
 	for _, line := range strings.Split(s, "\n") {
-		if _, stats, ok := strings.Cut(line, ":"); ok && strings.HasPrefix(line, "cmdstat_") &&
-			!strings.HasPrefix(line, "cmdstat_config") && !strings.HasPrefix(line, "cmdstat_info") {
-			for _, kv := range strings.Split(stats, ",") {
-				if v, ok := strings.CutPrefix(kv, "usec="); ok {
-					f, _ := strconv.ParseFloat(v, 64)
-					total += f
-				}
-			}
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f * 1e6
 		}
 	}
 	return total
+}
+
+// BenchmarkRedisCluster runs BenchmarkRedis's cycles on a private
+// 3-master Cluster. redis-µs/op and redis-cmds/op are summed over the
+// nodes, and redis-cpu-µs/op is their whole CPU (INFO cpu), which counts
+// what commandstats does not: the cluster bus, over which a PUBLISH
+// reaches every node.
+func BenchmarkRedisCluster(b *testing.B) {
+	cl := redistest.StartCluster(b, 3)
+	var nodes []*redis.Client
+	for _, n := range cl.Nodes() {
+		nodes = append(nodes, n.Client(b))
+	}
+	c := mustNew(core.NewRedis(cl.Client(b)))
+	defer c.Close()
+	run := func(f func(*testing.B, *core.Client)) func(*testing.B) {
+		return func(b *testing.B) {
+			var cpu0 float64
+			for _, n := range nodes {
+				n.ConfigResetStat(context.Background())
+				cpu0 += serverCPU(b, n)
+			}
+			self := selfMicros()
+			f(b, c)
+			b.StopTimer()
+			b.ReportMetric((selfMicros()-self)/float64(b.N), "client-µs/op")
+			var usec, calls, cpu float64
+			for _, n := range nodes {
+				u, k := serverStats(b, n)
+				usec, calls, cpu = usec+u, calls+k, cpu+serverCPU(b, n)
+			}
+			b.ReportMetric(usec/float64(b.N), "redis-µs/op")
+			b.ReportMetric(calls/float64(b.N), "redis-cmds/op")
+			b.ReportMetric((cpu-cpu0)/float64(b.N), "redis-cpu-µs/op")
+		}
+	}
+	b.Run("Cycle", run(benchCycle))
+	b.Run("Parallel", run(benchParallel))
 }
