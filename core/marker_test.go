@@ -117,6 +117,24 @@ func unfairOnly(t *testing.T) {
 }
 
 // waitWoken starts w.Lock(key) in the default mode and returns the time it
+
+// releaseToWaiter releases h with the nodes' command counts reset, waits
+// for the waiter started by waitWoken (got) to get the lock, and returns
+// how long after the release it did, and the commands the nodes executed.
+func releaseToWaiter(ctx context.Context, t *testing.T, h *core.Lock, got <-chan time.Time, nodes []*redis.Client) (time.Duration, map[string]int64) {
+	t.Helper()
+	resetStats(t, nodes)
+	released := time.Now()
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	at := <-got
+	if at.IsZero() {
+		t.FailNow()
+	}
+	return at.Sub(released), executed(t, nodes)
+}
+
 // got the lock on a channel (zero, the error reported, if it failed).
 func waitWoken(ctx context.Context, t *testing.T, w *core.Client, key string) <-chan time.Time {
 	got := make(chan time.Time, 1)
@@ -157,21 +175,13 @@ func TestUnfairWaiterWokenByRelease(t *testing.T) {
 			}
 			got := waitWoken(ctx, t, waiter, "k")
 			time.Sleep(300 * time.Millisecond) // it attempted, joined, attempted again, and sleeps
-			resetStats(t, nodes)
-			released := time.Now()
-			if err := h.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-			at := <-got
-			if at.IsZero() {
-				t.FailNow()
-			}
-			if d := at.Sub(released); d > wokenWithin {
+			d, p := releaseToWaiter(ctx, t, h, got, nodes)
+			if d > wokenWithin {
 				t.Errorf("round %d: the waiter got the lock %v after the release, want within %v", i, d, wokenWithin)
 			} else {
 				t.Logf("round %d: woken %v after the release", i, d)
 			}
-			if p := executed(t, nodes); p["publish"]+p["spublish"] == 0 {
+			if p["publish"]+p["spublish"] == 0 {
 				t.Errorf("round %d: the release someone waited for published nothing: %v", i, p)
 			}
 		}
@@ -200,19 +210,11 @@ func TestWaitMarkerOutlivesLongWaits(t *testing.T) {
 		}
 		got := waitWoken(ctx, t, waiter, "long")
 		time.Sleep(5 * time.Second)
-		resetStats(t, nodes)
-		released := time.Now()
-		if err := h.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		at := <-got
-		if at.IsZero() {
-			t.FailNow()
-		}
-		if d := at.Sub(released); d > wokenWithin {
+		d, p := releaseToWaiter(ctx, t, h, got, nodes)
+		if d > wokenWithin {
 			t.Errorf("the waiter got the lock %v after the release, want within %v", d, wokenWithin)
 		}
-		if p := executed(t, nodes); p["publish"]+p["spublish"] == 0 {
+		if p["publish"]+p["spublish"] == 0 {
 			t.Errorf("a release after a long wait published nothing: %v", p)
 		}
 	})

@@ -53,6 +53,25 @@ func (h *shaCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
+// touchedWaiter returns a context of 30 s, the shared Redis, a prefix of
+// the test's own, and two Clients on them, closed when the test ends: a,
+// to hold, and w, to wait, whose go-redis client counts its scripts in
+// hook.
+func touchedWaiter(t *testing.T) (context.Context, redis.UniversalClient, string, *core.Client, *core.Client, *shaCounter) {
+	t.Helper()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	ctx := ctxFor(t, 30*time.Second)
+	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+	t.Cleanup(func() { a.Close() })
+	wrdb := redistest.Client(t)
+	hook := &shaCounter{n: map[string]int{}}
+	wrdb.AddHook(hook)
+	w := mustNew(core.NewRedis(wrdb, core.WithKeyPrefix(prefix)))
+	t.Cleanup(func() { w.Close() })
+	return ctx, rdb, prefix, a, w, hook
+}
+
 // A queued waiter that hears nothing keeps its place with the short touch
 // script, not a full attempt, for longer than a queue entry lives (here
 // touches every second, entries of 3 s);
@@ -60,16 +79,7 @@ func (h *shaCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // sends the waiter to claim it.
 func TestQueuedWaiterTouches(t *testing.T) {
 	defer core.SetTouchTimings(time.Second, 3*time.Second)()
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t, rdb)
-	ctx := ctxFor(t, 30*time.Second)
-	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
-	defer a.Close()
-	wrdb := redistest.Client(t)
-	hook := &shaCounter{n: map[string]int{}}
-	wrdb.AddHook(hook)
-	w := mustNew(core.NewRedis(wrdb, core.WithKeyPrefix(prefix)))
-	defer w.Close()
+	ctx, rdb, prefix, a, w, hook := touchedWaiter(t)
 
 	if _, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute)); err != nil {
 		t.Fatal(err)
@@ -153,16 +163,7 @@ func TestNextInLineAfterDeadHead(t *testing.T) {
 // pace, not in a tight loop.
 func TestTouchPaceWithoutHolderExpiry(t *testing.T) {
 	defer core.SetTouchTimings(time.Second, 3*time.Second)()
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t, rdb)
-	ctx := ctxFor(t, 30*time.Second)
-	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
-	defer a.Close()
-	wrdb := redistest.Client(t)
-	hook := &shaCounter{n: map[string]int{}}
-	wrdb.AddHook(hook)
-	w := mustNew(core.NewRedis(wrdb, core.WithKeyPrefix(prefix)))
-	defer w.Close()
+	ctx, rdb, prefix, a, w, hook := touchedWaiter(t)
 
 	if _, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute), core.WithAutoRenew(false)); err != nil {
 		t.Fatal(err)

@@ -19,16 +19,7 @@ import (
 // two touches a second between them (one per half period), not eight.
 func TestTouchOncePerClientAndKey(t *testing.T) {
 	defer core.SetTouchTimings(time.Second, 3*time.Second)()
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t, rdb)
-	ctx := ctxFor(t, 30*time.Second)
-	a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
-	defer a.Close()
-	wrdb := redistest.Client(t)
-	hook := &shaCounter{n: map[string]int{}}
-	wrdb.AddHook(hook)
-	w := mustNew(core.NewRedis(wrdb, core.WithKeyPrefix(prefix)))
-	defer w.Close()
+	ctx, rdb, prefix, a, w, hook := touchedWaiter(t)
 
 	holder, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute))
 	if err != nil {
