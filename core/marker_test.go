@@ -116,8 +116,6 @@ func unfairOnly(t *testing.T) {
 	t.Cleanup(core.SetStarvationThreshold(time.Hour))
 }
 
-// waitWoken starts w.Lock(key) in the default mode and returns the time it
-
 // releaseToWaiter releases h with the nodes' command counts reset, waits
 // for the waiter started by waitWoken (got) to get the lock, and returns
 // how long after the release it did, and the commands the nodes executed.
@@ -135,6 +133,7 @@ func releaseToWaiter(ctx context.Context, t *testing.T, h *core.Lock, got <-chan
 	return at.Sub(released), executed(t, nodes)
 }
 
+// waitWoken starts w.Lock(key) in the default mode and returns the time it
 // got the lock on a channel (zero, the error reported, if it failed).
 func waitWoken(ctx context.Context, t *testing.T, w *core.Client, key string) <-chan time.Time {
 	got := make(chan time.Time, 1)
