@@ -269,6 +269,12 @@ func generate(t *testing.T, tel *telemetry) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the loss", 5*time.Second, func() bool { return len(tel.spans("latchkey.lost")) == 1 })
+	// The holder is told a margin before the store's expiry: release once
+	// the store has let the lease go, so the release finds it gone.
+	waitFor(t, "the expiry", 5*time.Second, func() bool {
+		info, err := c.Inspect(ctx, "doc:1")
+		return err == nil && !info.Held
+	})
 	lost.Release(ctx)
 
 	permit, err := c.Semaphore("pool:1", 2).TryAcquire(ctx)
