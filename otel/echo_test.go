@@ -24,7 +24,11 @@ import (
 // under it. A held lock (409) is an outcome; a lost one an error.
 func TestParamLockSpans(t *testing.T) {
 	tel := newTelemetry(t)
-	locks, _, mr := redisClient(t, tel.inst)
+	// The loss reaches the Observer just after the holder (the handler's
+	// context): the handler waits for it, so that the event lands on the
+	// span before the middleware ends it.
+	told := make(chan struct{}, 1)
+	locks, _, mr := redisClient(t, tel.inst, core.WithObserver(lossTold{tel.inst, told}))
 	entered := make(chan struct{}, 1)
 	e := echo.New()
 	e.POST("/sku/:sku/deduct", func(c echo.Context) error {
@@ -34,6 +38,10 @@ func TestParamLockSpans(t *testing.T) {
 			entered <- struct{}{}
 			select {
 			case <-c.Request().Context().Done():
+				select {
+				case <-told:
+				case <-time.After(5 * time.Second):
+				}
 			case <-time.After(10 * time.Second):
 			}
 		}
@@ -129,5 +137,20 @@ func TestParamLockCardinality(t *testing.T) {
 	}
 	if len(names) != 2 || !names["_OTHER"] || !names["/sku/"] {
 		t.Errorf("lock names %v, want _OTHER (Name \"stock\", /files/*) and /sku/ (the route's part before ':')", slices.Sorted(maps.Keys(names)))
+	}
+}
+
+// lossTold is an Observer that, after the one it wraps, signals each
+// loss on told.
+type lossTold struct {
+	core.Observer
+	told chan<- struct{}
+}
+
+func (o lossTold) LeaseLost(ctx context.Context, key string, kind core.Kind, fence int64, held time.Duration, cause error) {
+	o.Observer.LeaseLost(ctx, key, kind, fence, held, cause)
+	select {
+	case o.told <- struct{}{}:
+	default:
 	}
 }
