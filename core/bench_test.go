@@ -72,19 +72,9 @@ func BenchmarkRedis(b *testing.B) {
 	rdb := redistest.StartServer(b).Client(b)
 	c := mustNew(core.NewRedis(rdb))
 	defer c.Close()
+	nodes := []*redis.Client{rdb}
 	withServerCPU := func(f func(*testing.B, *core.Client)) func(*testing.B) {
-		return func(b *testing.B) {
-			rdb.ConfigResetStat(context.Background())
-			rcpu := serverCPU(b, rdb)
-			cpu := selfMicros()
-			f(b, c)
-			b.StopTimer()
-			b.ReportMetric((selfMicros()-cpu)/float64(b.N), "client-µs/op")
-			usec, calls := serverStats(b, rdb)
-			b.ReportMetric(usec/float64(b.N), "redis-µs/op")
-			b.ReportMetric(calls/float64(b.N), "redis-cmds/op")
-			b.ReportMetric((serverCPU(b, rdb)-rcpu)/float64(b.N), "redis-cpu-µs/op")
-		}
+		return func(b *testing.B) { measured(b, nodes, func() { f(b, c) }) }
 	}
 	b.Run("Cycle", withServerCPU(benchCycle))
 	b.Run("Parallel", withServerCPU(benchParallel))
@@ -96,25 +86,18 @@ func BenchmarkRedis(b *testing.B) {
 			if err := rawRelease.Load(ctx, rdb).Err(); err != nil {
 				b.Fatal(err)
 			}
-			rdb.ConfigResetStat(ctx)
-			rcpu := serverCPU(b, rdb)
-			cpu := selfMicros()
-			f(b, func(key string) {
-				tok := rand.Text()
-				ok, err := rdb.SetNX(ctx, key, tok, 30*time.Second).Result()
-				if err != nil || !ok {
-					b.Fatal(ok, err)
-				}
-				if err := rawRelease.Run(ctx, rdb, []string{key}, tok).Err(); err != nil {
-					b.Fatal(err)
-				}
+			measured(b, nodes, func() {
+				f(b, func(key string) {
+					tok := rand.Text()
+					ok, err := rdb.SetNX(ctx, key, tok, 30*time.Second).Result()
+					if err != nil || !ok {
+						b.Fatal(ok, err)
+					}
+					if err := rawRelease.Run(ctx, rdb, []string{key}, tok).Err(); err != nil {
+						b.Fatal(err)
+					}
+				})
 			})
-			b.StopTimer()
-			b.ReportMetric((selfMicros()-cpu)/float64(b.N), "client-µs/op")
-			usec, calls := serverStats(b, rdb)
-			b.ReportMetric(usec/float64(b.N), "redis-µs/op")
-			b.ReportMetric(calls/float64(b.N), "redis-cmds/op")
-			b.ReportMetric((serverCPU(b, rdb)-rcpu)/float64(b.N), "redis-cpu-µs/op")
 		}
 	}
 	b.Run("RawCycle", raw(benchRawCycle))
@@ -147,6 +130,31 @@ func benchRawParallel(b *testing.B, cycle func(key string)) {
 			cycle(key)
 		}
 	})
+}
+
+// measured runs the benchmark body run with the servers' statistics
+// reset, and reports per op: this process's CPU (client-µs/op), and summed
+// over the servers, the CPU spent in commands (redis-µs/op, INFO
+// commandstats), the commands executed (redis-cmds/op) and the whole CPU
+// (redis-cpu-µs/op, INFO cpu).
+func measured(b *testing.B, servers []*redis.Client, run func()) {
+	var cpu0 float64
+	for _, n := range servers {
+		n.ConfigResetStat(context.Background())
+		cpu0 += serverCPU(b, n)
+	}
+	self := selfMicros()
+	run()
+	b.StopTimer()
+	b.ReportMetric((selfMicros()-self)/float64(b.N), "client-µs/op")
+	var usec, calls, cpu float64
+	for _, n := range servers {
+		u, k := serverStats(b, n)
+		usec, calls, cpu = usec+u, calls+k, cpu+serverCPU(b, n)
+	}
+	b.ReportMetric(usec/float64(b.N), "redis-µs/op")
+	b.ReportMetric(calls/float64(b.N), "redis-cmds/op")
+	b.ReportMetric((cpu-cpu0)/float64(b.N), "redis-cpu-µs/op")
 }
 
 // selfMicros is the CPU time (user and system) this process has used, in
@@ -217,25 +225,7 @@ func BenchmarkRedisCluster(b *testing.B) {
 	c := mustNew(core.NewRedis(cl.Client(b)))
 	defer c.Close()
 	run := func(f func(*testing.B, *core.Client)) func(*testing.B) {
-		return func(b *testing.B) {
-			var cpu0 float64
-			for _, n := range nodes {
-				n.ConfigResetStat(context.Background())
-				cpu0 += serverCPU(b, n)
-			}
-			self := selfMicros()
-			f(b, c)
-			b.StopTimer()
-			b.ReportMetric((selfMicros()-self)/float64(b.N), "client-µs/op")
-			var usec, calls, cpu float64
-			for _, n := range nodes {
-				u, k := serverStats(b, n)
-				usec, calls, cpu = usec+u, calls+k, cpu+serverCPU(b, n)
-			}
-			b.ReportMetric(usec/float64(b.N), "redis-µs/op")
-			b.ReportMetric(calls/float64(b.N), "redis-cmds/op")
-			b.ReportMetric((cpu-cpu0)/float64(b.N), "redis-cpu-µs/op")
-		}
+		return func(b *testing.B) { measured(b, nodes, func() { f(b, c) }) }
 	}
 	b.Run("Cycle", run(benchCycle))
 	b.Run("Parallel", run(benchParallel))
