@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -105,9 +106,7 @@ func with(c Config, scenario, driver string, f func(*Config)) Config {
 }
 
 func TestSpawnedServerIsExclusiveAndStops(t *testing.T) {
-	if _, err := exec.LookPath(redisServerPath()); err != nil {
-		t.Skip("no redis-server binary")
-	}
+	needRedisServer(t)
 	srv, err := spawnServers(1)
 	if err != nil {
 		t.Fatal(err)
@@ -195,9 +194,7 @@ func TestMemoryScenario(t *testing.T) {
 	if _, err := runMemory(context.Background(), Config{Scenario: "memory", Driver: "raw", N: 10}, &env{prober: &prober{}}); err == nil {
 		t.Errorf("a shared server: no error")
 	}
-	if _, err := exec.LookPath(redisServerPath()); err != nil {
-		t.Skip("no redis-server binary")
-	}
+	needRedisServer(t)
 	var results []Result
 	for _, d := range []string{"raw", "latchkey"} {
 		r, err := runOne(Config{Scenario: "memory", Driver: d, N: 300, Workers: 4, Spawn: 1})
@@ -230,5 +227,19 @@ func TestMemoryScenario(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, buf.String())
 		}
+	}
+}
+
+// needRedisServer skips the test when there is no redis-server binary to
+// spawn, or fails it where servers are required (LATCHKEY_REQUIRE_SERVERS=1,
+// as make ci sets).
+func needRedisServer(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath(redisServerPath()); err != nil {
+		msg := fmt.Sprintf("no redis-server binary: %v", err)
+		if os.Getenv("LATCHKEY_REQUIRE_SERVERS") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
 	}
 }
