@@ -13,7 +13,7 @@ MODULES   := . ./backends/sqllock ./backends/etcdlock ./backends/zklock ./backen
 PKGS      := ./...
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: all demo test ci browser servers soak fuzz test-temporal vet fmt-check readme-check lean-check lint bench bench-smoke bench-report tidy
+.PHONY: all demo test test-zk-belief ci browser servers soak fuzz test-temporal vet fmt-check readme-check lean-check lint bench bench-smoke bench-report tidy
 
 all: vet test
 
@@ -35,6 +35,7 @@ test:
 ci: vet fmt-check readme-check lean-check servers
 	@for m in $(MODULES); do (cd $$m && echo "==> go test $$m (servers required)" && \
 		LATCHKEY_REQUIRE_SERVERS=1 $(GO) test $(TESTFLAGS) $(PKGS)) || exit 1; done
+	$(MAKE) test-zk-belief
 	$(MAKE) test-temporal
 	$(MAKE) bench-smoke
 
@@ -70,8 +71,15 @@ SOAK ?= 3m
 BELIEF_MODULES := ./backends/sqllock ./backends/etcdlock ./backends/zklock ./backends/memcachelock
 soak:
 	LATCHKEY_REQUIRE_SERVERS=1 LATCHKEY_BELIEF_DURATION=$(SOAK) $(GO) test -race -count=1 -timeout 60m -run 'TestBelief' -v ./core
-	@for m in $(BELIEF_MODULES); do (cd $$m && echo "==> belief soak $$m" && \
-		LATCHKEY_REQUIRE_SERVERS=1 LATCHKEY_BELIEF_DURATION=$(SOAK) $(GO) test -race -count=1 -timeout 60m -run 'TestBelief' -v .) || exit 1; done
+	@for m in $(BELIEF_MODULES); do race=-race; [ $$m = ./backends/zklock ] && race=; \
+		(cd $$m && echo "==> belief soak $$m $$race" && \
+		LATCHKEY_REQUIRE_SERVERS=1 LATCHKEY_BELIEF_DURATION=$(SOAK) $(GO) test $$race -count=1 -timeout 60m -run 'TestBelief' -v .) || exit 1; done
+
+## test-zk-belief: zklock's belief checker without -race: its faults make
+## go-zookeeper v1.0.4 race on its own state when a session reconnects with
+## watches set (backends/zklock/belief_race_test.go)
+test-zk-belief:
+	cd backends/zklock && LATCHKEY_REQUIRE_SERVERS=1 $(GO) test -count=1 -timeout 10m -run '^TestBelief$$' .
 
 ## fuzz: each fuzz target for FUZZTIME (the seed corpora run in every go test)
 FUZZTIME ?= 60s

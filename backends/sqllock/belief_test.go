@@ -130,15 +130,18 @@ func TestBeliefRestart(t *testing.T) {
 			db := dbtest.Open(t, "pgx", "postgres://postgres@"+proxies[i].Addr()+"/postgres?sslmode=disable", "the private PostgreSQL", 6)
 			return sqllock.New(db, tbl, sqllock.WithClientOptions(core.WithObserver(obs)))
 		},
-		FaultEvery: 600 * time.Millisecond,
+		// A restart keeps every Client out for about a second: spaced
+		// so that the run still acquires often enough to judge (at 600 ms
+		// with restarts two in three, a loaded CI machine fell short).
+		FaultEvery: time.Second,
 		Faults: []belief.Fault{
-			{Name: "restart", Weight: 2, Inject: func(int) (func(), error) { return nil, pg.restart() }},
+			{Name: "restart", Weight: 1, Inject: func(int) (func(), error) { return nil, pg.restart() }},
 			{Name: "cut", Min: 50 * time.Millisecond, Max: time.Second,
 				Inject: func(i int) (func(), error) { return proxies[i].Cut(), nil }},
 		},
 	}
 	if os.Getenv(belief.DurationEnv) == "" {
-		cfg.Duration = 6 * time.Second
+		cfg.Duration = 8 * time.Second
 	}
 	belief.Run(t, cfg)
 }

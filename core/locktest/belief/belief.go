@@ -219,6 +219,7 @@ type run struct {
 	mu       sync.Mutex
 	beliefs  []record
 	attempts int // Lock calls that did not end with the run
+	outages  int // of those, the ones that ended ErrUnavailable
 	acquired int
 	faults   map[string]int
 	harm     []string       // the harness's failures: faults not made, an Observer not installed

@@ -3,6 +3,7 @@ package belief_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 // lease expires earlier than its holder was told.
 type store struct {
 	broken bool
+	down   atomic.Bool // set: acquisitions find the store out of reach
 
 	mu     sync.Mutex
 	leases map[string]lease
@@ -84,6 +86,9 @@ func (v *view) Capabilities() core.Capability { return 0 }
 func (v *view) Acquire(ctx context.Context, req core.AcquireRequest) (core.AcquireResult, error) {
 	if err := v.wait(ctx); err != nil {
 		return core.AcquireResult{}, err
+	}
+	if v.s.down.Load() {
+		return core.AcquireResult{}, core.ErrUnavailable
 	}
 	s := v.s
 	s.mu.Lock()
@@ -280,6 +285,51 @@ func TestNothingAcquiredFails(t *testing.T) {
 		t.Fatalf("a run that acquired nothing passed: %v", rep)
 	}
 	t.Logf("%v: %v", rep, rep.Err())
+}
+
+// TestOutagesNotCountedAgainstTheRun: a run that spends most of its time
+// in outages (every acquisition ErrUnavailable) but acquires often when
+// the store is up has done enough to judge: the sanity check's "one
+// attempt in ten" leaves out the outage's retries. It still fails a run
+// whose reachable attempts mostly fail (TestNothingAcquiredFails).
+func TestOutagesNotCountedAgainstTheRun(t *testing.T) {
+	s := newStore(false)
+	cfg := config(s)
+	cfg.Duration = 4 * time.Second
+	cfg.Faults = nil
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // down 400 ms in every 500
+		defer close(done)
+		for {
+			s.down.Store(false)
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			s.down.Store(true)
+			select {
+			case <-stop:
+				s.down.Store(false)
+				return
+			case <-time.After(400 * time.Millisecond):
+			}
+		}
+	}()
+	rep, err := belief.Check(context.Background(), cfg)
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%v", rep)
+	if out := rep.Errors["lock: backend unavailable"]; rep.Acquired*10 >= rep.Attempts || out == 0 {
+		t.Fatalf("the outages did not dominate the attempts (%d unavailable): the test proves nothing: %v", out, rep)
+	}
+	if err := rep.Err(); err != nil {
+		t.Errorf("a run that acquired whenever the store was up failed the sanity check: %v", err)
+	}
 }
 
 // TestObserverRequired: Open that does not install the Observer is the

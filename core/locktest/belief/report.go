@@ -35,6 +35,7 @@ type Report struct {
 
 	minAcquired int
 	faultKinds  int
+	outages     int // attempts that ended ErrUnavailable: the store was out of reach
 }
 
 // A Violation is one broken promise.
@@ -48,7 +49,9 @@ func (v Violation) String() string { return v.Referee + ": key " + v.Key + ": " 
 
 // Err is nil if the run passed: no violation, no harness failure, and
 // enough done to judge — at least MinAcquired acquisitions, at least one
-// attempt in ten acquired, and a fault made if faults were given.
+// attempt in ten acquired (not counting attempts that found the store out
+// of reach: an outage's retries say nothing of the lock), and a fault made
+// if faults were given.
 func (r *Report) Err() error {
 	var errs []error
 	if n := len(r.Violations); n > 0 {
@@ -62,9 +65,9 @@ func (r *Report) Err() error {
 	for _, h := range r.Harness {
 		errs = append(errs, errors.New("harness: "+h))
 	}
-	if r.Acquired < r.minAcquired || r.Acquired*10 < r.Attempts {
-		errs = append(errs, fmt.Errorf("the run did too little to judge: %d acquisitions in %d attempts (want at least %d, and one in ten)",
-			r.Acquired, r.Attempts, r.minAcquired))
+	if r.Acquired < r.minAcquired || r.Acquired*10 < r.Attempts-r.outages {
+		errs = append(errs, fmt.Errorf("the run did too little to judge: %d acquisitions in %d attempts, %d of them in an outage (want at least %d, and one in ten of those outside outages)",
+			r.Acquired, r.Attempts, r.outages, r.minAcquired))
 	}
 	if r.faultKinds > 0 && len(r.Faults) == 0 {
 		errs = append(errs, errors.New("the run was given faults and made none: make the run longer or FaultEvery shorter"))
@@ -94,7 +97,7 @@ func (r *run) judge() *Report {
 		Seed: r.cfg.Seed, Duration: r.cfg.Duration,
 		Attempts: r.attempts, Acquired: r.acquired, Beliefs: len(r.beliefs),
 		Faults: maps.Clone(r.faults), Errors: maps.Clone(r.errs), Harness: slices.Clone(r.harm),
-		WorstOverlap: -1 << 62, minAcquired: r.cfg.MinAcquired, faultKinds: len(r.cfg.Faults),
+		WorstOverlap: -1 << 62, minAcquired: r.cfg.MinAcquired, outages: r.outages, faultKinds: len(r.cfg.Faults),
 	}
 	byKey := map[string][]record{}
 	for _, b := range r.beliefs {

@@ -30,6 +30,11 @@ func (r *run) worker(ctx context.Context, rng *rand.Rand) {
 				return // the run ended during the call: not an attempt
 			}
 			r.count(true, false, "lock: "+cause(err))
+			if errors.Is(err, core.ErrUnavailable) {
+				r.mu.Lock()
+				r.outages++
+				r.mu.Unlock()
+			}
 			if !errors.Is(err, core.ErrNotAcquired) {
 				sleep(ctx, 10*time.Millisecond) // an outage: do not spin
 			}
