@@ -16,10 +16,11 @@
 -- mark's ttl ms
 -- Returns {1, fence} acquired, {2, fence} re-entered, {0, holder pttl ms}
 -- held, {3, holder pttl ms} held and queued.
-if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) then
+local set, held = set_nx(KEYS[1], ARGV[2], ARGV[3])
+if set then
   return {1, next_fence(KEYS[2], ARGV[4])}
 end
-if ARGV[5] ~= '1' and owns(redis.call('GET', KEYS[1]), ARGV[1]) then
+if ARGV[5] ~= '1' and owns(held, ARGV[1]) then
   -- Re-entry never shortens the lease its other holders were promised.
   if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])

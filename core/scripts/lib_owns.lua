@@ -2,3 +2,17 @@
 local function owns(v, tok)
   return v and (v == tok or string.sub(v, 1, #tok + 1) == tok .. '|')
 end
+
+-- set_nx: SET key val NX PX ttl. Returns true if it set the key, else
+-- false and the value the key holds. Redis 7 does both in one call (SET
+-- with NX and GET); older servers refuse that pair, and the value is then
+-- read with a GET of its own.
+local function set_nx(key, val, ttl)
+  local r = redis.pcall('SET', key, val, 'NX', 'GET', 'PX', ttl)
+  if type(r) == 'table' and r.err then
+    if redis.call('SET', key, val, 'NX', 'PX', ttl) then return true end
+    return false, redis.call('GET', key)
+  end
+  if r then return false, r end
+  return true
+end

@@ -7,10 +7,11 @@
 -- ARGV[5] proposed fence (µs)
 -- Returns {1, fence} acquired, {2, fence} re-entered, {0, holder pttl ms}
 -- held.
-if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) then
+local set, held = set_nx(KEYS[1], ARGV[2], ARGV[3])
+if set then
   return {1, next_fence(KEYS[2], ARGV[4], ARGV[5])}
 end
-if owns(redis.call('GET', KEYS[1]), ARGV[1]) then
+if owns(held, ARGV[1]) then
   -- Re-entry never shortens the lease its other holders were promised.
   if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
