@@ -46,7 +46,10 @@
 //     waiter's Client, on a channel of its own: one handoff wakes one
 //     process, however many wait; the waiter next in line is told too, so
 //     that if the head never claims its grant (it died), the next takes the
-//     key once the grant's one-second claim window has passed. A Client
+//     key once the grant's one-second claim window has passed (if that
+//     waiter's process died too, the waiters behind it find the key at
+//     their next call, below: the short life of a pending grant does not
+//     set their pace). A Client
 //     keeps all its queued waiters of a key in place with one short call
 //     about every 10 s, which also finds a grant whose message was lost;
 //     the waiters of a process that stopped making it are skipped once

@@ -224,8 +224,9 @@ func (b *redisBackend) touch(ctx context.Context, n names, token string) (holder
 		if v[0] == -2 {
 			ttl = -2 * time.Millisecond // free
 		} else if v[0] < 0 {
-			// Held without expiry (PTTL -1; set by hand): no expiry to
-			// time the next touch to, so the usual pace.
+			// Held without expiry (PTTL -1; set by hand), or granted to
+			// an earlier waiter that has not claimed it (-3): no expiry
+			// to time the next touch to, so the usual pace.
 			ttl = touchPoll()
 		}
 		for i, m := range chunk {

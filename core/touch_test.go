@@ -185,3 +185,93 @@ func TestTouchPaceWithoutHolderExpiry(t *testing.T) {
 		t.Errorf("%d scripts in 2 s from one queued waiter (touches every second): a tight loop", n)
 	}
 }
+
+// A key granted to another waiter that has not claimed it yet has only a
+// short claim window left, but that is no time for the other queued
+// waiters to touch again: the first in line was told it is next, and looks
+// if the grant lapses. Here grants to someone else follow one another for
+// 6 s (each with a claim window of 300 ms); the waiter keeps its usual pace
+// of one touch in 3 s instead of one per claim window (about 11 before).
+func TestTouchPaceWhileGranted(t *testing.T) {
+	defer core.SetTouchTimings(3*time.Second, 9*time.Second)()
+	ctx, rdb, prefix, a, w, hook := touchedWaiter(t)
+
+	if _, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute), core.WithAutoRenew(false)); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go w.Lock(wctx, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
+	waitQueueLen(ctx, t, rdb, prefix, "k", 1)
+	hook.take()
+	lease := prefix + ":{k}"
+	end := time.Now().Add(6 * time.Second)
+	for time.Now().Before(end) {
+		if err := rdb.Set(ctx, lease, "someone|", 300*time.Millisecond).Err(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	calls := hook.take()
+	touches := calls[core.QueueTouchHash]
+	delete(calls, core.QueueTouchHash)
+	attempts := 0
+	for _, n := range calls {
+		attempts += n
+	}
+	t.Logf("in 6 s of grants to another waiter: %d touches, %d attempts", touches, attempts)
+	if touches > 3 || attempts > 0 {
+		t.Errorf("in 6 s the waiter touched %d times and attempted %d times while the key was granted to another; want ≤ 3 touches (one per 3 s) and no attempt", touches, attempts)
+	}
+}
+
+// A waiter of the default mode that joins the queue while the key is
+// granted to an earlier waiter (not claimed yet) does not time its next
+// look to the grant's claim window either: it hears nothing for its usual
+// pace (3 s here), where before it touched once the window had passed.
+func TestJoinWhileGrantedKeepsPace(t *testing.T) {
+	defer core.SetTouchTimings(3*time.Second, 9*time.Second)()
+	ctx, rdb, prefix, a, w, hook := touchedWaiter(t)
+
+	// w's grant channel is heard already (a wait of its own before), so
+	// its join names it and it does not attempt again at once.
+	warm, err := a.TryLock(ctx, "warm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(200 * time.Millisecond); warm.Release(ctx) }()
+	l, err := w.Lock(ctx, "warm", core.WithWaitTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release(ctx)
+
+	lease := prefix + ":{k}"
+	queueDeadWaiter(ctx, t, rdb, prefix, "k", 20*time.Second) // someone queues ahead
+	grant := func() {
+		if err := rdb.Set(ctx, lease, "someone|", 300*time.Millisecond).Err(); err != nil {
+			t.Error(err)
+		}
+	}
+	grant()
+	hook.take()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go w.Lock(wctx, "k", core.WithWaitTimeout(20*time.Second))
+	end := time.Now().Add(2500 * time.Millisecond)
+	for time.Now().Before(end) {
+		time.Sleep(100 * time.Millisecond)
+		grant()
+	}
+	calls := hook.take()
+	touches := calls[core.QueueTouchHash]
+	delete(calls, core.QueueTouchHash)
+	attempts := 0
+	for _, n := range calls {
+		attempts += n
+	}
+	t.Logf("in 2.5 s after joining behind a grant: %d touches, %d attempts", touches, attempts)
+	if touches > 0 || attempts != 1 {
+		t.Errorf("in 2.5 s after joining behind a grant the waiter touched %d times and attempted %d times; want its join alone", touches, attempts)
+	}
+}

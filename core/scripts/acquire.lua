@@ -15,7 +15,8 @@
 -- grant channel, ARGV[8] "1" to (re)enter its Client in A, ARGV[9] the
 -- mark's ttl ms
 -- Returns {1, fence} acquired, {2, fence} re-entered, {0, holder pttl ms}
--- held, {3, holder pttl ms} held and queued.
+-- held, {3, holder pttl ms} held and queued ({3, -1} when the key is granted
+-- to an earlier waiter that has not claimed it yet).
 local set, held = set_nx(KEYS[1], ARGV[2], ARGV[3])
 if set then
   return {1, next_fence(KEYS[2], ARGV[4])}
@@ -34,6 +35,13 @@ if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
   local a = nil
   if ARGV[8] == '1' then a = KEYS[4] end
   wait_join(KEYS[3], ARGV[1] .. '|' .. ARGV[7], a, ARGV[7], tonumber(ARGV[6]))
+  if string.sub(held, -1) == '|' then
+    -- A grant not claimed yet, its claim window short: not a time to look
+    -- again. Others queue ahead of the caller, and the first of them was
+    -- told it is next (lib_wait.lua): it looks if the grant lapses. The
+    -- caller keeps its usual pace (-1: no holder's expiry to time it to).
+    return {3, -1}
+  end
   return {3, redis.call('PTTL', KEYS[1])}
 end
 if KEYS[5] then

@@ -6,7 +6,8 @@
 -- KEYS[1] lease  KEYS[2] the waiters W  KEYS[3] their Clients A
 -- ARGV[1] queue entry ttl ms  ARGV[2] the Client's grant channel
 -- ARGV[3..] the Client's members of W
--- Returns {holder pttl ms (-2: free), then per member 1 queued, 0 not}.
+-- Returns {holder pttl ms (-2: free, -1: no expiry, -3: granted, not
+-- claimed yet), then per member 1 queued, 0 not}.
 local entry = tonumber(ARGV[1])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -14,7 +15,17 @@ redis.call('ZADD', KEYS[3], now + entry, ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)
 redis.call('PEXPIRE', KEYS[3], 2 * entry)
 redis.call('PEXPIRE', KEYS[2], 2 * entry)
-local r = {redis.call('PTTL', KEYS[1])}
+-- A grant not claimed yet lasts its short claim window: not a time to
+-- touch again. The waiter first in line was told it is next when it was
+-- granted (lib_wait.lua) and looks if the grant lapses; the others keep
+-- their usual pace (-3).
+local v = redis.call('GET', KEYS[1])
+local r
+if v and string.sub(v, -1) == '|' then
+  r = {-3}
+else
+  r = {redis.call('PTTL', KEYS[1])}
+end
 if #ARGV > 2 then
   local s = redis.call('ZMSCORE', KEYS[2], unpack(ARGV, 3))
   for i = 3, #ARGV do
