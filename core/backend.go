@@ -44,6 +44,10 @@ type names struct {
 	limit   int
 	vals    string
 	readers string
+
+	// waited: the lease was taken after waiting (Client.wait): someone
+	// else likely waits too, so its release looks into the queue first.
+	waited bool
 }
 
 // The limit of a read-write lock's names, by the hold.

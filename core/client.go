@@ -222,6 +222,7 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 		return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, cause)
 	}
 	acquired := false
+	n.waited = true
 	queued := s.fair || n.limit == rwWrite // a waiting writer is recorded too
 	// Leave the queue; if a grant came meanwhile, pass it on.
 	defer func() {

@@ -278,3 +278,56 @@ func (r releaseAfterAttempt) ProcessHook(next redis.ProcessHook) redis.ProcessHo
 func (releaseAfterAttempt) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
+
+// TestReleaseAfterWaitLooksIntoQueueFirst: a lease taken after waiting is
+// released into a queue that likely holds others: the release grants to
+// the next waiter without first asking whether anyone waits (no EXISTS).
+// When in fact nobody waits any more, it still publishes nothing.
+func TestReleaseAfterWaitLooksIntoQueueFirst(t *testing.T) {
+	markerTopologies(t, func(t *testing.T, rdb redis.UniversalClient, newRedis func() redis.UniversalClient, nodes []*redis.Client) {
+		ctx := ctxFor(t, 30*time.Second)
+		prefix := testPrefix()
+		a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+		defer a.Close()
+		w := mustNew(core.NewRedis(newRedis(), core.WithKeyPrefix(prefix)))
+		defer w.Close()
+		holder, err := a.TryLock(ctx, "k", core.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := fairLockAsync(ctx, t, w, "k")
+		waitQueueLen(ctx, t, rdb, prefix, "k", 1)
+		second := fairLockAsync(ctx, t, w, "k")
+		waitQueueLen(ctx, t, rdb, prefix, "k", 2)
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l1 := <-first
+		if l1 == nil {
+			t.FailNow()
+		}
+		resetStats(t, nodes)
+		if err := l1.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l2 := <-second
+		if l2 == nil {
+			t.FailNow()
+		}
+		got := executed(t, nodes)
+		if got["exists"] != 0 || got["zpopmin"] != 1 {
+			t.Errorf("a release after waiting, with a waiter queued, and its grantee's claim ran EXISTS %d times and ZPOPMIN %d times, want 0 and 1: %v", got["exists"], got["zpopmin"], got)
+		}
+		resetStats(t, nodes)
+		if err := l2.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got = executed(t, nodes)
+		if got["publish"]+got["spublish"] != 0 {
+			t.Errorf("a release after waiting that nobody waits for published: %v", got)
+		}
+		if info, err := a.Inspect(ctx, "k"); err != nil || info.Held {
+			t.Errorf("after the last release: %+v, %v; want the key free", info, err)
+		}
+	})
+}

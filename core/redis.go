@@ -89,6 +89,8 @@ var (
 	retentionArg any = fenceRetention.Milliseconds()
 	claimArg     any = fairClaim.Milliseconds()
 	entryTTLArg  any = fairEntryTTL.Milliseconds()
+	noArg        any = ""
+	yesArg       any = "1"
 )
 
 // NewRedis returns a Client whose leases live on one Redis deployment: a
@@ -638,7 +640,11 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 	}
 	var kb [6]string // on the stack: run copies them
 	keys := append(kb[:0], n.lease, n.fence, n.queue, n.dues, n.mark, n.oldQ)
-	v, err := releaseScript.run(ctx, b.rdb, keys, token, claimArg, retentionArg, nonce, b.grantsArg).Int64()
+	waited := noArg
+	if n.waited {
+		waited = yesArg
+	}
+	v, err := releaseScript.run(ctx, b.rdb, keys, token, claimArg, retentionArg, nonce, b.grantsArg, waited).Int64()
 	// A waiter giving up: out of W, or holding a grant it passed on.
 	b.unqueued(n, token)
 	return v == 1, err

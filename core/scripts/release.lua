@@ -18,7 +18,9 @@
 -- KEYS[6] release 0.2.0's queue Q
 -- ARGV[1] token  ARGV[2] claim window ms  ARGV[3] fence retention ms
 -- ARGV[4] release nonce (Redlock), or ''  ARGV[5] the caller's grant
--- channel (its member of W is "<token>|<channel>")
+-- channel (its member of W is "<token>|<channel>")  ARGV[6] "1" if the
+-- lease was taken after waiting: others likely queue, so W is looked into
+-- first (no EXISTS when it has a waiter to grant to)
 -- Returns 1 released, 0 not held.
 local v = redis.call('GET', KEYS[1])
 if not owns(v, ARGV[1]) then
@@ -34,11 +36,16 @@ if not owns(v, ARGV[1]) then
   end
   return 0
 end
-if ARGV[4] == '' and redis.call('EXISTS', KEYS[5], KEYS[3], KEYS[6]) == 0 then
+local waited = ARGV[6] == '1'
+if ARGV[4] == '' and not waited and redis.call('EXISTS', KEYS[5], KEYS[3], KEYS[6]) == 0 then
   redis.call('DEL', KEYS[1])
   return 1
 end
 if wait_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3]) then
+  return 1
+end
+if ARGV[4] == '' and waited and redis.call('EXISTS', KEYS[5], KEYS[6]) == 0 then
+  redis.call('DEL', KEYS[1])
   return 1
 end
 redis.call('DEL', KEYS[1])
