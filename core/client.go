@@ -451,6 +451,11 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 		return nil, 0, ErrClosed
 	default:
 	}
+	var tk *tokenTicket
+	if s.token != "" { // a release of the token may undo it: see watchdog.add
+		tk = c.wd.watchToken(leaseID{n.lease, tok})
+		defer c.wd.unwatchToken(tk)
+	}
 	start := time.Now()
 	r, err := c.be.acquire(ctx, n, tok, value, s.ttl, s.fair, enqueue)
 	if err != nil {
@@ -490,9 +495,9 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 		}
 		return nil, 0, err
 	}
-	h := c.register(ctx, key, n, tok, r.fence, s, start)
-	if h == nil {
-		return nil, 0, ErrClosed
+	h, err := c.register(ctx, key, n, tok, r.fence, s, start, tk)
+	if err != nil {
+		return nil, 0, err
 	}
 	return h, 0, nil
 }
@@ -517,8 +522,12 @@ func tooLate(key any, start time.Time, s *settings) error {
 
 // register makes the handle of a lease just acquired (sent at start) and
 // hands the lease to the watchdog; if the Client was closed meanwhile, it
-// gives the lease back and returns nil. The caller holds c.attempts.
-func (c *Client) register(ctx context.Context, key string, n names, tok string, fence int64, s *settings, start time.Time) *Lock {
+// gives the lease back and returns ErrClosed. An acquisition with a token
+// of the caller's (tk) that a release of the same token may have undone
+// (see watchdog.add) makes no lock: ErrNotAcquired, and the
+// server's lease, if any, is left to its TTL (a twin may share it). The
+// caller holds c.attempts.
+func (c *Client) register(ctx context.Context, key string, n names, tok string, fence int64, s *settings, start time.Time, tk *tokenTicket) (*Lock, error) {
 	// The lease and its first handle in one allocation.
 	first := &struct {
 		l lease
@@ -532,11 +541,14 @@ func (c *Client) register(ctx context.Context, key string, n names, tok string, 
 	if c.cfg.observer != nil { // ctx is the one the Observer returned
 		l.obsCtx = context.WithoutCancel(ctx)
 	}
-	if !c.wd.add(l) { // closed meanwhile
-		c.releaseQuietly(context.WithoutCancel(ctx), l)
-		return nil
+	if !c.wd.add(l, tk) {
+		if tk != nil && tk.void {
+			return nil, fmt.Errorf("%w: %q: a release of token %q was under way", ErrNotAcquired, key, tok)
+		}
+		c.releaseQuietly(context.WithoutCancel(ctx), l) // closed meanwhile
+		return nil, ErrClosed
 	}
-	return &first.h
+	return &first.h, nil
 }
 
 // forget releases, in the background and bounded, a lease an acquisition

@@ -210,8 +210,8 @@ func (c *Client) lockAllAtOnce(ctx context.Context, g *Group, sorted []string, s
 		return true, err
 	}
 	for i, k := range sorted {
-		h := c.register(ctxs[i], k, ns[i], toks[i], r.fences[i], s, start)
-		if h == nil { // closed meanwhile: give back the rest too
+		h, rerr := c.register(ctxs[i], k, ns[i], toks[i], r.fences[i], s, start, nil)
+		if rerr != nil { // closed meanwhile: give back the rest too
 			for j := i + 1; j < len(ns); j++ {
 				c.forget(context.WithoutCancel(ctx), ns[j], toks[j])
 			}

@@ -184,7 +184,9 @@ func WithFair() SharedOption {
 // counter expired meanwhile, a higher one). The handles then share the
 // server's lease, and the first Release from any of them frees it. Within
 // one Client the other handles of the token are told (Lost) before that
-// release reaches the server; in another process, a handle learns of it
+// release reaches the server, and an acquisition with the token that is
+// under way while such a release is makes no lock (ErrNotAcquired: the
+// release may delete what it got); in another process, a handle learns of it
 // only at its next renewal — so hand a token over to a process that takes
 // the work over, not to one that goes on sharing it. Tokens are 1 to MaxTokenLen bytes of ASCII
 // letters, digits and "-_.:". Use Lock.Token to obtain a token to hand over.

@@ -39,6 +39,13 @@ type watchdog struct {
 	stop    chan struct{}
 	done    chan struct{}
 	calls   sync.WaitGroup // renewal goroutines
+
+	// Releases on their way to the server, and acquisitions under way
+	// with a token of the caller's (WithToken), per lease and token (with
+	// mu): such an acquisition may run on the server before a release of
+	// its token deletes what it got (see add).
+	releasing map[leaseID]int
+	tokens    map[leaseID]*tokenWatch
 }
 
 // maxBatch bounds how many renewals go into one pipeline; batchWindow is how
@@ -62,12 +69,21 @@ func (w *watchdog) init(c *Client) {
 type leaseID struct{ lease, token string } // names.lease: a key's mutex and semaphore differ
 
 // add registers a new lease: its deadline timer starts, and an auto-renewed
-// one is scheduled for its first renewal. It reports false after shutdown.
-func (w *watchdog) add(l *lease) bool {
+// one is scheduled for its first renewal. It reports false after shutdown,
+// and (setting tk.void) for the lease of an acquisition with a token of
+// the caller's (tk) while a release of that token is on its way, or if one
+// ended meanwhile: the release may have deleted what the acquisition got,
+// after it had listed the twins it tells (remove).
+func (w *watchdog) add(l *lease, tk *tokenTicket) bool {
 	l.arm()
 	id := leaseID{l.n.lease, l.token}
 	w.mu.Lock()
 	if w.stopped {
+		w.mu.Unlock()
+		return false
+	}
+	if tk != nil && (w.releasing[id] > 0 || tk.tw.ended != tk.ended) {
+		tk.void = true
 		w.mu.Unlock()
 		return false
 	}
@@ -170,10 +186,15 @@ func (w *watchdog) goCounted(f func()) bool {
 
 // remove forgets a released lease and returns its twins: the other
 // leases of its key and token in this Client (re-entered by WithToken),
-// which share the server's lease its release deletes.
+// which share the server's lease its release deletes. The release is on
+// its way until released is called.
 func (w *watchdog) remove(l *lease) (twins []*lease) {
 	id := leaseID{l.n.lease, l.token}
 	w.mu.Lock()
+	if w.releasing == nil {
+		w.releasing = make(map[leaseID]int)
+	}
+	w.releasing[id]++
 	if l.registered {
 		var prev *lease
 		for t := w.live[id]; t != nil; t = t.twin {
@@ -198,6 +219,63 @@ func (w *watchdog) remove(l *lease) (twins []*lease) {
 	}
 	w.mu.Unlock()
 	return twins
+}
+
+// A tokenWatch counts, for one lease and token, the acquisitions under way
+// that present the token (WithToken), and the releases of the token that
+// ended while any was under way.
+type tokenWatch struct {
+	n     int    // acquisitions under way
+	ended uint64 // releases ended
+}
+
+// A tokenTicket is one acquisition with a token of the caller's, under
+// way: the releases of the token that had ended when it was sent.
+type tokenTicket struct {
+	id    leaseID
+	tw    *tokenWatch
+	ended uint64
+	void  bool // set by add: a release of the token was under way, or ended meanwhile
+}
+
+// watchToken is called before an acquisition with a token of the
+// caller's is sent; unwatchToken after it is registered or failed.
+func (w *watchdog) watchToken(id leaseID) *tokenTicket {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.tokens == nil {
+		w.tokens = make(map[leaseID]*tokenWatch)
+	}
+	tw := w.tokens[id]
+	if tw == nil {
+		tw = &tokenWatch{}
+		w.tokens[id] = tw
+	}
+	tw.n++
+	return &tokenTicket{id: id, tw: tw, ended: tw.ended}
+}
+
+func (w *watchdog) unwatchToken(tk *tokenTicket) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if tk.tw.n--; tk.tw.n == 0 && w.tokens[tk.id] == tk.tw {
+		delete(w.tokens, tk.id)
+	}
+}
+
+// released is called when the server's release of l's lease, which
+// remove announced, ended (whatever its outcome): acquisitions of its
+// token still under way may have been undone by it, and add refuses them.
+func (w *watchdog) released(l *lease) {
+	id := leaseID{l.n.lease, l.token}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.releasing[id]--; w.releasing[id] <= 0 {
+		delete(w.releasing, id)
+	}
+	if tw := w.tokens[id]; tw != nil {
+		tw.ended++
+	}
 }
 
 // shutdown stops the loop, cancels the renewal calls and returns every

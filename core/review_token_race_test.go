@@ -1,0 +1,91 @@
+package core_test
+
+// Regression tests from the adversarial review of the watchdog's typed
+// heap, the waiter mark and tooLate (third round). Each failed before its
+// fix.
+
+import (
+	"testing"
+	"time"
+
+	"github.com/latchkey/latchkey/core"
+)
+
+// A WithToken re-entry racing the release of a twin of the same token in
+// the same Client: the re-entry runs on Redis before the release deletes
+// the lease, but registers after the release listed the twins it tells.
+// Nobody told the re-entered handle, which believed in a lease that was
+// gone while a rival took the key. Either the re-entry's answer comes
+// after the release ended ("answer late"), or the release reaches Redis
+// after the re-entry registered ("release late"). Either way the re-entry
+// must make no lock, or its handle must be told before a rival can take
+// the key.
+func TestReviewReentryRacingTwinRelease(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		releaseFirst bool // the release starts first, and its command is held
+	}{{"answer late", false}, {"release late", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb, prefix := sharedRedis(t)
+			kf := newKeyFault(t, rdb)
+			c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+			defer c.Close()
+			rival := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+			defer rival.Close()
+			ctx := ctxFor(t, 20*time.Second)
+			a, err := c.TryLock(ctx, "k", core.WithTTL(10*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			reenter := func() (*core.Lock, error) {
+				return c.TryLock(ctx, "k", core.WithToken(a.Token()), core.WithTTL(10*time.Second))
+			}
+			var b *core.Lock
+			if tc.releaseFirst {
+				// The release's command waits 300 ms before it is sent.
+				held := kf.add(&faultRule{key: prefix + ":{k}", delay: 300 * time.Millisecond, onWire: true, times: 1})
+				released := make(chan error, 1)
+				go func() { released <- a.Release(ctx) }()
+				waitHit(t, held, 5*time.Second)
+				b, err = reenter()
+				if rerr := <-released; rerr != nil {
+					t.Fatalf("release: %v", rerr)
+				}
+				if err != nil {
+					t.Logf("re-entry: %v", err)
+					return // no lock: nothing to believe
+				}
+			} else {
+				// The re-entry's answer is held back 300 ms (it has run).
+				late := kf.add(&faultRule{key: prefix + ":{k}", late: true, delay: 300 * time.Millisecond, times: 1})
+				got := make(chan error, 1)
+				go func() {
+					var err error
+					b, err = reenter()
+					got <- err
+				}()
+				waitHit(t, late, 5*time.Second)
+				time.Sleep(20 * time.Millisecond) // the re-entry reached Redis
+				if err := a.Release(ctx); err != nil {
+					t.Fatalf("release: %v", err)
+				}
+				if err := <-got; err != nil {
+					t.Logf("re-entry: %v", err)
+					return // no lock: nothing to believe
+				}
+			}
+			defer b.Release(ctx)
+			other, err := rival.TryLock(ctx, "k", core.WithTTL(10*time.Second))
+			if err != nil {
+				t.Fatalf("rival: %v (the release did not delete the lease: the test proves nothing)", err)
+			}
+			defer other.Release(ctx)
+			select {
+			case <-b.Lost():
+			default:
+				t.Errorf("rival holds the key (fence %d) while the re-entered handle (fence %d) was never told: b.Err()=%v",
+					other.Fence(), b.Fence(), b.Err())
+			}
+		})
+	}
+}
