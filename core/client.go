@@ -427,11 +427,20 @@ func pollDelay(retries int, holderTTL time.Duration) time.Duration {
 }
 
 // leaveQueue takes a fair waiter that gives up out of the queue, releasing
-// (and so passing on) a grant that reached it meanwhile.
+// (and so passing on) a grant that reached it meanwhile. That release
+// deletes the lease of its token, if any: with WithToken, leases of the
+// token in this Client (which may have re-entered the grant) are told
+// first, as a Release tells its twins.
 func (c *Client) leaveQueue(ctx context.Context, n names, tok string) {
+	id := leaseID{n.lease, tok}
+	for _, t := range c.wd.releaseToken(id) {
+		t.markLost(lostError(t.key, errors.New("released by a waiter of its token that gave up")))
+		t.waitHeal()
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	_, _ = c.be.release(ctx, n, tok)
+	c.wd.released(id)
 }
 
 // attempt tries once. It returns a handle, or the holder's TTL when held.

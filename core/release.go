@@ -124,7 +124,7 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 		defer cancel()
 	}
 	ok, err := c.be.release(ctx, l.n, l.token)
-	c.wd.released(l)
+	c.wd.released(leaseID{l.n.lease, l.token})
 	if err != nil {
 		return fmt.Errorf("%w: release %q: %w", ErrUnavailable, l.key, err)
 	}

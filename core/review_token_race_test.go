@@ -89,3 +89,61 @@ func TestReviewReentryRacingTwinRelease(t *testing.T) {
 		})
 	}
 }
+
+// A Lock with WithToken that gives up after the key was granted to it
+// leaves the queue by releasing its token, to pass the grant on. If a
+// TryLock of the same token in the same Client re-entered the grant
+// meanwhile, that release deleted the re-entered lease, and nobody told
+// its handle.
+func TestReviewTokenWaiterGivingUpDeletesTwin(t *testing.T) {
+	rdb, prefix := sharedRedis(t)
+	kf := newKeyFault(t, rdb)
+	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+	defer c.Close()
+	other, _ := sharedRedis(t)
+	rival := mustNew(core.NewRedis(other, core.WithKeyPrefix(prefix)))
+	defer rival.Close()
+	ctx := ctxFor(t, 20*time.Second)
+	x, err := rival.TryLock(ctx, "k", core.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := "shared-token-1"
+	waited := make(chan error, 1)
+	go func() {
+		l, err := c.Lock(ctx, "k", core.WithToken(tok), core.WithWaitTimeout(800*time.Millisecond))
+		if err == nil {
+			l.Release(ctx)
+		}
+		waited <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // it queues (after 50 ms)
+	// Its claim of the grant is held back until its wait ends.
+	claim := kf.add(&faultRule{key: prefix + ":{k}", delay: 5 * time.Second, times: 1})
+	if err := x.Release(ctx); err != nil { // grants the key to the waiter
+		t.Fatal(err)
+	}
+	waitHit(t, claim, 5*time.Second)
+	b, err := c.TryLock(ctx, "k", core.WithToken(tok), core.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatalf("re-entry of the grant: %v", err)
+	}
+	defer b.Release(ctx)
+	if err := <-waited; err == nil {
+		t.Fatal("the waiter got the key: the test proves nothing")
+	} else {
+		t.Logf("waiter: %v", err)
+	}
+	time.Sleep(50 * time.Millisecond) // its leaving is on its way
+	r, err := rival.TryLock(ctx, "k", core.WithTTL(10*time.Second))
+	if err != nil {
+		t.Logf("rival: %v: the re-entered lease stands", err)
+		return
+	}
+	defer r.Release(ctx)
+	select {
+	case <-b.Lost():
+	default:
+		t.Errorf("rival holds the key (fence %d) while the re-entered handle (fence %d) was never told", r.Fence(), b.Fence())
+	}
+}

@@ -263,11 +263,27 @@ func (w *watchdog) unwatchToken(tk *tokenTicket) {
 	}
 }
 
-// released is called when the server's release of l's lease, which
-// remove announced, ended (whatever its outcome): acquisitions of its
-// token still under way may have been undone by it, and add refuses them.
-func (w *watchdog) released(l *lease) {
-	id := leaseID{l.n.lease, l.token}
+// releaseToken announces a release of id's token that is no lease's own
+// (a waiter giving up): it returns the leases of id, which that release
+// deletes. The release is on its way until released is called.
+func (w *watchdog) releaseToken(id leaseID) (twins []*lease) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.releasing == nil {
+		w.releasing = make(map[leaseID]int)
+	}
+	w.releasing[id]++
+	for t := w.live[id]; t != nil; t = t.twin {
+		twins = append(twins, t)
+	}
+	return twins
+}
+
+// released is called when a server's release of id's token, which remove
+// or releaseToken announced, ended (whatever its outcome): acquisitions of
+// the token still under way may have been undone by it, and add refuses
+// them.
+func (w *watchdog) released(id leaseID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.releasing[id]--; w.releasing[id] <= 0 {
