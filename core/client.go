@@ -523,11 +523,14 @@ func tooLate(key any, start time.Time, s *settings) error {
 		margin = driftMargin(s.ttl)
 	}
 	if took := time.Since(start); took >= s.ttl-margin {
-		return fmt.Errorf("%w: acquire %q: the answer came %v after the call, past the lease's TTL of %v",
-			ErrUnavailable, key, took.Round(time.Millisecond), s.ttl)
+		return fmt.Errorf("%w: acquire %q: %w: %v after the call, the lease's TTL %v",
+			ErrUnavailable, key, errLateAnswer, took.Round(time.Millisecond), s.ttl)
 	}
 	return nil
 }
+
+// errLateAnswer is tooLate's cause, under ErrUnavailable.
+var errLateAnswer = errors.New("the answer came too late")
 
 // register makes the handle of a lease just acquired (sent at start) and
 // hands the lease to the watchdog; if the Client was closed meanwhile, it

@@ -30,6 +30,10 @@ func mustNew[T any](v T, err error) T {
 	return v
 }
 
+// ErrLateAnswer is the cause of an acquisition's ErrUnavailable when its
+// answer came after the lease's TTL (tooLate).
+var ErrLateAnswer = errLateAnswer
+
 // QueueTouchHash is the SHA1 of the script a queued mutex waiter keeps its
 // place with.
 var QueueTouchHash = queueTouchScript.Hash()

@@ -305,6 +305,8 @@ func causeOf(err error) string {
 		return "quorum (" + qe.Op + ")"
 	case errors.Is(err, core.ErrNotAcquired) && errors.Is(err, context.DeadlineExceeded):
 		return "wait timeout"
+	case errors.Is(err, core.ErrLateAnswer):
+		return "late answer"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection refused"
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):

@@ -71,8 +71,8 @@ func TestAnswerAfterTTLIsNoLease(t *testing.T) {
 				}
 				t.Fatalf("got a lock (%s) from an answer %v late for a %v TTL", lost, tc.delay, ttl)
 			}
-			if !errors.Is(err, core.ErrUnavailable) {
-				t.Errorf("err = %v, want ErrUnavailable", err)
+			if !errors.Is(err, core.ErrUnavailable) || !errors.Is(err, core.ErrLateAnswer) {
+				t.Errorf("err = %v, want ErrUnavailable for a late answer", err)
 			}
 			// The lease the late answer made is given back.
 			deadline := time.Now().Add(2 * time.Second)
