@@ -171,15 +171,11 @@ type faultStmt struct {
 func (s *faultStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	var res driver.Result
 	var err error
-	if e, ok := s.Stmt.(driver.StmtExecContext); ok {
-		res, err = e.ExecContext(ctx, args)
-	} else {
-		vals := make([]driver.Value, len(args))
-		for i, a := range args {
-			vals[i] = a.Value
-		}
-		res, err = s.Stmt.Exec(vals) //nolint:staticcheck // the driver has no ExecContext
+	e, ok := s.Stmt.(driver.StmtExecContext)
+	if !ok { // every driver these tests use has it
+		return nil, errors.New("faultdriver: the driver's statements lack ExecContext")
 	}
+	res, err = e.ExecContext(ctx, args)
 	if d := s.f.late(s.query); d > 0 {
 		time.Sleep(d)
 	}
@@ -187,14 +183,11 @@ func (s *faultStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (
 }
 
 func (s *faultStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	if q, ok := s.Stmt.(driver.StmtQueryContext); ok {
-		return q.QueryContext(ctx, args)
+	q, ok := s.Stmt.(driver.StmtQueryContext)
+	if !ok { // every driver these tests use has it
+		return nil, errors.New("faultdriver: the driver's statements lack QueryContext")
 	}
-	vals := make([]driver.Value, len(args))
-	for i, a := range args {
-		vals[i] = a.Value
-	}
-	return s.Stmt.Query(vals) //nolint:staticcheck // the driver has no QueryContext
+	return q.QueryContext(ctx, args)
 }
 
 func (s *faultStmt) CheckNamedValue(nv *driver.NamedValue) error {
