@@ -19,12 +19,7 @@ import (
 // is left alone. "No GT" is the same script with the option misspelled,
 // which every server refuses.
 func TestExtendManyWithAndWithoutGT(t *testing.T) {
-	_, mini := redistest.Miniredis(t, false)
-	servers := []struct {
-		name string
-		rdb  *redis.Client
-	}{{"miniredis", mini}, {"redis", redistest.Client(t)}}
-	for _, srv := range servers {
+	for _, srv := range scriptServers(t) {
 		for _, variant := range []string{"GT", "no GT"} {
 			t.Run(srv.name+"/"+variant, func(t *testing.T) {
 				ctx := context.Background()
@@ -61,4 +56,17 @@ func TestExtendManyWithAndWithoutGT(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A scriptServer is a server a script test runs on.
+type scriptServer struct {
+	name string
+	rdb  *redis.Client
+}
+
+// scriptServers are miniredis and the shared Redis: a script runs on both
+// the same way, or a test says where it does not.
+func scriptServers(t *testing.T) []scriptServer {
+	_, mini := redistest.Miniredis(t, false)
+	return []scriptServer{{"miniredis", mini}, {"redis", redistest.Client(t)}}
 }

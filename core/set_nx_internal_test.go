@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/latchkey/latchkey/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // The acquisition scripts take a free key and read a held key's value in
@@ -20,16 +19,11 @@ import (
 // another token is told the holder's time left and changes nothing, and a
 // key holding another type is an error, not a lease.
 func TestSetNXWithAndWithoutGet(t *testing.T) {
-	_, mini := redistest.Miniredis(t, false)
-	servers := []struct {
-		name string
-		rdb  *redis.Client
-	}{{"miniredis", mini}, {"redis", redistest.Client(t)}}
 	scripts := []struct{ name, src string }{
 		{"acquire", libOwns + libFence + libWait + acquireLua},
 		{"redlock", libOwns + libFence + redlockAcquireLua},
 	}
-	for _, srv := range servers {
+	for _, srv := range scriptServers(t) {
 		for _, sc := range scripts {
 			for _, variant := range []string{"GET", "no GET"} {
 				t.Run(srv.name+"/"+sc.name+"/"+variant, func(t *testing.T) {
