@@ -331,3 +331,49 @@ func TestReleaseAfterWaitLooksIntoQueueFirst(t *testing.T) {
 		}
 	})
 }
+
+// TestReleaseAfterWaitWakesUnfairWaiter: a lease taken after waiting is
+// released into the queue first (TestReleaseAfterWaitLooksIntoQueueFirst);
+// with nobody queued but a waiter of the default mode waiting (the mark
+// set), that release still wakes it at once.
+func TestReleaseAfterWaitWakesUnfairWaiter(t *testing.T) {
+	unfairOnly(t)
+	markerTopologies(t, func(t *testing.T, rdb redis.UniversalClient, newRedis func() redis.UniversalClient, nodes []*redis.Client) {
+		ctx := ctxFor(t, 30*time.Second)
+		prefix := testPrefix()
+		a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+		defer a.Close()
+		w := mustNew(core.NewRedis(newRedis(), core.WithKeyPrefix(prefix)))
+		defer w.Close()
+		first, err := a.TryLock(ctx, "k", core.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// w takes the key after waiting: its lease is released with the hint.
+		waited := make(chan *core.Lock, 1)
+		go func() {
+			l, err := w.Lock(ctx, "k", core.WithTTL(time.Minute), core.WithWaitTimeout(15*time.Second))
+			if err != nil {
+				t.Error(err)
+			}
+			waited <- l
+		}()
+		time.Sleep(300 * time.Millisecond) // it waits
+		if err := first.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h := <-waited
+		if h == nil {
+			t.FailNow()
+		}
+		got := waitWoken(ctx, t, a, "k")
+		time.Sleep(300 * time.Millisecond) // it attempted (marking the key), and sleeps
+		d, p := releaseToWaiter(ctx, t, h, got, nodes)
+		if d > wokenWithin {
+			t.Errorf("the waiter got the lock %v after a release of a lease taken after waiting, want within %v", d, wokenWithin)
+		}
+		if p["publish"]+p["spublish"] == 0 {
+			t.Errorf("the release someone waited for published nothing: %v", p)
+		}
+	})
+}
