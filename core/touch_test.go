@@ -229,9 +229,10 @@ func TestTouchPaceWhileGranted(t *testing.T) {
 // A waiter of the default mode that joins the queue while the key is
 // granted to an earlier waiter (not claimed yet) does not time its next
 // look to the grant's claim window either: it hears nothing for its usual
-// pace (3 s here), where before it touched once the window had passed.
+// pace (5 s less a fifth at most here, past the 2.5 s watched), where
+// before it touched once the window had passed.
 func TestJoinWhileGrantedKeepsPace(t *testing.T) {
-	defer core.SetTouchTimings(3*time.Second, 9*time.Second)()
+	defer core.SetTouchTimings(5*time.Second, 15*time.Second)() // its first touch ≥ 4 s after joining
 	ctx, rdb, prefix, a, w, hook := touchedWaiter(t)
 
 	// w's grant channel is heard already (a wait of its own before), so
