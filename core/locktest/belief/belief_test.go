@@ -197,7 +197,14 @@ func config(s *store) belief.Config {
 // TestCorrectBackend: a store that keeps every lease as long as it says
 // passes, faults included.
 func TestCorrectBackend(t *testing.T) {
-	rep := belief.Run(t, config(newStore(false)))
+	cfg := config(newStore(false))
+	// Stalls longer than the longest TTL (800 ms): a stalled Client loses
+	// whatever it holds across a renewal. With config's shorter stalls a
+	// run could lose nothing (CI: 4 stalls, 0 lost), since a lease whose
+	// release is stalled ends "not held", not lost.
+	cfg.Faults[0].Min, cfg.Faults[0].Max = time.Second, 1500*time.Millisecond
+	cfg.Duration = 6 * time.Second
+	rep := belief.Run(t, cfg)
 	if rep.Faults["stall"] == 0 || rep.Lost == 0 {
 		t.Errorf("the run stalled nothing or lost nothing: %v", rep)
 	}
