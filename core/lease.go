@@ -49,6 +49,7 @@ type lease struct {
 	lostErr   error       // non-nil once lost
 	lostCh    chan struct{}
 	signaled  bool                // lostCh is (to be) closed
+	reported  chan struct{}       // closed once the Observer was told of the loss (nil: no loss, or no Observer)
 	onLost    map[int]func(error) // called once when lost (Do's cancel)
 	nextOn    int
 
@@ -177,12 +178,17 @@ func (l *lease) lose(cause error) {
 	if l.lostCh != nil {
 		close(l.lostCh)
 	}
+	obs := l.c.cfg.observer
+	if obs != nil {
+		l.reported = make(chan struct{})
+	}
 	l.mu.Unlock()
 	for _, f := range fns {
 		f(cause)
 	}
-	if obs := l.c.cfg.observer; obs != nil {
+	if obs != nil {
 		obs.LeaseLost(l.observerContext(), l.key, l.kind, l.fence, time.Since(l.start), cause)
+		close(l.reported)
 	}
 }
 

@@ -24,7 +24,9 @@ type Observer interface {
 	// context (see OpStart), the reason (an error matching ErrLost) and how
 	// long it had been held — right after the holder was told (Lost
 	// closed, Do's context cancelled), so that no observer can delay the
-	// holder's signal.
+	// holder's signal, and before the lease's release ends: Release and Do
+	// return, and OpRelease's end is called, only once LeaseLost has
+	// returned. So LeaseLost must not release the lease it reports.
 	LeaseLost(ctx context.Context, key string, kind Kind, fence int64, held time.Duration, cause error)
 }
 

@@ -204,3 +204,81 @@ func TestObserverKinds(t *testing.T) {
 		t.Errorf("lost kinds %v, want [permit]", rec.kinds)
 	}
 }
+
+// slowLoss is an Observer whose LeaseLost takes a while, as if the
+// goroutine that found the loss were descheduled between telling the
+// holder and telling the Observer.
+type slowLoss struct {
+	mu       sync.Mutex
+	reported int
+	releases []core.OpResult
+	order    []string
+}
+
+func (o *slowLoss) OpStart(ctx context.Context, op core.Op, _ string, _ core.Kind) (context.Context, func(core.OpResult)) {
+	return ctx, func(r core.OpResult) {
+		if op != core.OpRelease {
+			return
+		}
+		o.mu.Lock()
+		o.releases = append(o.releases, r)
+		o.order = append(o.order, "release")
+		o.mu.Unlock()
+	}
+}
+
+func (o *slowLoss) LeaseLost(context.Context, string, core.Kind, int64, time.Duration, error) {
+	time.Sleep(200 * time.Millisecond)
+	o.mu.Lock()
+	o.reported++
+	o.order = append(o.order, "lost")
+	o.mu.Unlock()
+}
+
+// TestLossReportedBeforeReleaseEnds: the holder is told of a loss before
+// the Observer is, but the release of the lost lease (Do's, or Release's)
+// ends only after LeaseLost returned — so whoever is back from Do or
+// Release finds the loss recorded, and an Observer sees the loss before
+// the release that reports Lost.
+func TestLossReportedBeforeReleaseEnds(t *testing.T) {
+	for _, via := range []string{"Do", "Release"} {
+		t.Run(via, func(t *testing.T) {
+			obs := &slowLoss{}
+			c := mustNew(core.NewMemory(core.WithObserver(obs)))
+			defer c.Close()
+			ctx := context.Background()
+			opts := []core.LockOption{core.WithTTL(50 * time.Millisecond), core.WithAutoRenew(false)}
+			var err error
+			if via == "Do" {
+				err = c.Do(ctx, "k", func(ctx context.Context) error {
+					<-ctx.Done()
+					return context.Cause(ctx)
+				}, opts...)
+			} else {
+				var l *core.Lock
+				if l, err = c.TryLock(ctx, "k", opts...); err != nil {
+					t.Fatal(err)
+				}
+				<-l.Lost()
+				// The server's lease may outlive the local deadline by the
+				// drift margin, so this release may still delete it: its
+				// error is not the point.
+				_ = l.Release(ctx)
+			}
+			if via == "Do" && !errors.Is(err, core.ErrLost) {
+				t.Fatalf("Do: %v, want ErrLost", err)
+			}
+			obs.mu.Lock()
+			defer obs.mu.Unlock()
+			if obs.reported != 1 {
+				t.Fatalf("%s returned before LeaseLost: %d losses reported", via, obs.reported)
+			}
+			if len(obs.releases) != 1 || !obs.releases[0].Lost {
+				t.Fatalf("releases %+v, want one marked Lost", obs.releases)
+			}
+			if obs.order[0] != "lost" || obs.order[1] != "release" {
+				t.Fatalf("observer saw %v, want the loss before the release", obs.order)
+			}
+		})
+	}
+}

@@ -100,6 +100,16 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 		var end func(OpResult)
 		ctx, end = obs.OpStart(ctx, OpRelease, l.key, l.kind)
 		defer func() {
+			// The release of a lost lease ends after the Observer heard of
+			// the loss (LeaseLost may still be running on the goroutine
+			// that found it), so a caller back from Release or Do sees it
+			// recorded, and the release's end never overtakes it.
+			l.mu.Lock()
+			reported := l.reported
+			l.mu.Unlock()
+			if reported != nil {
+				<-reported
+			}
 			end(OpResult{Err: err, Fence: l.fence, Held: time.Since(l.start), Lost: lost, Reentered: nested})
 		}()
 	}

@@ -119,9 +119,8 @@ func (in *Instrumentation) opEnd(ctx context.Context, op core.Op, key string, ki
 			}
 		}
 	case op == core.OpRelease && !r.Reentered:
-		// A lost lease was (or is about to be) counted out by LeaseLost:
-		// core calls it once for every lease a release reports Lost,
-		// possibly after the release.
+		// A lost lease was counted out by LeaseLost: core calls it once
+		// for every lease a release reports Lost, before the release ends.
 		if !r.Lost {
 			in.m.heldCount.Add(ctx, -1, in.lockSeries(seriesHeldCount, name, kind, "", "", "").add...)
 			if in.m.heldDuration.Enabled(ctx) {
