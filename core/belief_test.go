@@ -50,6 +50,9 @@ import (
 
 const beliefSlack = 25 * time.Millisecond
 
+// beliefStallMax is the longest the injector holds one command (a stall).
+const beliefStallMax = 1250 * time.Millisecond
+
 // margin mirrors the default drift margin (WithDriftMargin's doc).
 func margin(ttl time.Duration) time.Duration {
 	return min(ttl/100+2*time.Millisecond, ttl/10)
@@ -490,7 +493,7 @@ func (r *beliefRun) inject(ctx context.Context, rng *rand.Rand) int {
 			how := rng.IntN(3)
 			kf.add(&faultRule{
 				key:    r.faultKey(key),
-				delay:  50*time.Millisecond + time.Duration(rng.IntN(1200))*time.Millisecond,
+				delay:  50*time.Millisecond + time.Duration(rng.IntN(int(beliefStallMax/time.Millisecond)-50))*time.Millisecond,
 				onWire: how == 1,
 				late:   how == 2,
 				times:  1 + rng.IntN(4),

@@ -71,6 +71,13 @@ const observePoll = 2 * time.Second
 // ends or the Client is closed; a slow receiver delays the next report,
 // which then tells the state of that moment. An invalid key closes the
 // channel at once.
+//
+// On Redlock, a leader's write that the network held back (its
+// acquisition's, on a node that did not answer in time, or a renewal's
+// re-creation of the lease on a node that had lost it) can land after a
+// later leader left that node; a majority may then name the earlier leader
+// again, until that write's TTL runs out, and Observe reports it, although
+// it no longer believes it leads. Nobody can take the key meanwhile.
 func (c *Client) Observe(ctx context.Context, key string) <-chan Info {
 	out := make(chan Info)
 	go c.observe(ctx, key, out)
