@@ -271,3 +271,47 @@ func TestJoinWhileGrantedKeepsPace(t *testing.T) {
 		t.Errorf("in 2.5 s after joining behind a grant the waiter touched %d times and attempted %d times; want its join alone", touches, attempts)
 	}
 }
+
+// The cost the touch pace accepts (see TestTouchPaceWhileGranted): when
+// the waiter granted the key and the one told it is next are both dead,
+// nobody is told to look when their grants lapse, and the waiters behind
+// them find the key at their touch pace. Here two dead waiters queue ahead
+// of a live one that touches every 2 s: it gets the key within the two
+// claim windows and its pace, where without its touches it would wait for
+// the dead entries to lapse (20 s).
+func TestTwoDeadAheadFoundAtTouchPace(t *testing.T) {
+	const pace = 2 * time.Second
+	defer core.SetTouchTimings(pace, 3*pace)()
+	ctx, rdb, prefix, a, w := holderAndWaiter(t, 30*time.Second)
+
+	holder, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queueMember(ctx, t, rdb, prefix, "k", "dead1", "dead-head", 20*time.Second)
+	queueMember(ctx, t, rdb, prefix, "k", "dead2", "dead-next", 20*time.Second)
+	got := fairLockAsync(ctx, t, w, "k")
+	waitQueueLen(ctx, t, rdb, prefix, "k", 3)
+	time.Sleep(100 * time.Millisecond) // its subscriptions flow
+	released := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Two claim windows (≤ 1 s each), then one touch, with a margin for a
+	// busy machine.
+	bound := 2*time.Second + pace + 3*time.Second
+	select {
+	case l := <-got:
+		if l == nil {
+			t.FailNow()
+		}
+		d := time.Since(released)
+		t.Logf("the waiter behind two dead ones got the key %v after the release", d)
+		if d < 900*time.Millisecond {
+			t.Errorf("got the key after %v, before the dead head's claim window ended", d)
+		}
+		l.Release(ctx)
+	case <-time.After(bound):
+		t.Fatalf("the waiter behind two dead ones did not get the key within %v of the release (touch pace %v)", bound, pace)
+	}
+}
