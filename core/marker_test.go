@@ -155,6 +155,19 @@ func waitWoken(ctx context.Context, t *testing.T, w *core.Client, key string) <-
 // below any fallback the tests leave it (a second or more).
 const wokenWithin = 200 * time.Millisecond
 
+// twoClients returns a prefix of the test's own and two Clients under it:
+// one on rdb (to hold), one on a go-redis client of its own (to wait),
+// closed when the test ends.
+func twoClients(t *testing.T, rdb redis.UniversalClient, newRedis func() redis.UniversalClient) (prefix string, holder, waiter *core.Client) {
+	t.Helper()
+	prefix = testPrefix()
+	holder = mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+	t.Cleanup(func() { holder.Close() })
+	waiter = mustNew(core.NewRedis(newRedis(), core.WithKeyPrefix(prefix)))
+	t.Cleanup(func() { waiter.Close() })
+	return prefix, holder, waiter
+}
+
 // TestUnfairWaiterWokenByRelease: a waiter of the default mode that sleeps
 // (its fallback is seconds away: the holder's lease has a minute left) is
 // woken by the release at once, every time.
@@ -162,11 +175,7 @@ func TestUnfairWaiterWokenByRelease(t *testing.T) {
 	unfairOnly(t)
 	markerTopologies(t, func(t *testing.T, rdb redis.UniversalClient, newRedis func() redis.UniversalClient, nodes []*redis.Client) {
 		ctx := ctxFor(t, 60*time.Second)
-		prefix := testPrefix()
-		holder := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
-		defer holder.Close()
-		waiter := mustNew(core.NewRedis(newRedis(), core.WithKeyPrefix(prefix)))
-		defer waiter.Close()
+		_, holder, waiter := twoClients(t, rdb, newRedis)
 		for i := range 3 {
 			h, err := holder.TryLock(ctx, "k", core.WithTTL(time.Minute))
 			if err != nil {
@@ -196,11 +205,7 @@ func TestWaitMarkerOutlivesLongWaits(t *testing.T) {
 	t.Cleanup(core.SetWaitMarkTTL(2500 * time.Millisecond))
 	markerTopologies(t, func(t *testing.T, rdb redis.UniversalClient, newRedis func() redis.UniversalClient, nodes []*redis.Client) {
 		ctx := ctxFor(t, 60*time.Second)
-		prefix := testPrefix()
-		holder := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
-		defer holder.Close()
-		waiter := mustNew(core.NewRedis(newRedis(), core.WithKeyPrefix(prefix)))
-		defer waiter.Close()
+		_, holder, waiter := twoClients(t, rdb, newRedis)
 		// A renewed lease of 1.5 s: the waiter sleeps at most that long
 		// between attempts.
 		h, err := holder.TryLock(ctx, "long", core.WithTTL(1500*time.Millisecond))
@@ -286,11 +291,7 @@ func (releaseAfterAttempt) ProcessPipelineHook(next redis.ProcessPipelineHook) r
 func TestReleaseAfterWaitLooksIntoQueueFirst(t *testing.T) {
 	markerTopologies(t, func(t *testing.T, rdb redis.UniversalClient, newRedis func() redis.UniversalClient, nodes []*redis.Client) {
 		ctx := ctxFor(t, 30*time.Second)
-		prefix := testPrefix()
-		a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
-		defer a.Close()
-		w := mustNew(core.NewRedis(newRedis(), core.WithKeyPrefix(prefix)))
-		defer w.Close()
+		prefix, a, w := twoClients(t, rdb, newRedis)
 		holder, err := a.TryLock(ctx, "k", core.WithTTL(time.Minute))
 		if err != nil {
 			t.Fatal(err)
@@ -340,11 +341,7 @@ func TestReleaseAfterWaitWakesUnfairWaiter(t *testing.T) {
 	unfairOnly(t)
 	markerTopologies(t, func(t *testing.T, rdb redis.UniversalClient, newRedis func() redis.UniversalClient, nodes []*redis.Client) {
 		ctx := ctxFor(t, 30*time.Second)
-		prefix := testPrefix()
-		a := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
-		defer a.Close()
-		w := mustNew(core.NewRedis(newRedis(), core.WithKeyPrefix(prefix)))
-		defer w.Close()
+		_, a, w := twoClients(t, rdb, newRedis)
 		first, err := a.TryLock(ctx, "k", core.WithTTL(time.Minute))
 		if err != nil {
 			t.Fatal(err)
