@@ -120,7 +120,7 @@ func main() {
 	flag.StringVar(&cfg.Keys, "keys", "cycle", "serial, parallel: cycle (a new key per cycle) or goroutine (one key per goroutine, reused)")
 	flag.StringVar(&cfg.Pair, "pair", "", "serial, parallel: alternate every cycle with a cycle of this driver (e.g. raw) and report both")
 	flag.BoolVar(&asJSON, "json", false, "print the result as one JSON line")
-	flag.StringVar(&matrix, "matrix", "", "run the matrix: smoke (quick) or full")
+	flag.StringVar(&matrix, "matrix", "", "run the matrix: smoke (quick) or full; or scale, latchkey's sweep over leases, waiters, keys, Clients and released keys")
 	flag.BoolVar(&prims, "primitives", false, "matrix: run the primitives section (semaphore, read-write lock, LockAll, Campaign next to raw) instead of the lock matrix; -matrix smoke unless -matrix says otherwise")
 	flag.IntVar(&rounds, "rounds", 1, "matrix: rounds, each in a new shuffled order")
 	flag.StringVar(&drivers, "drivers", "", "matrix: comma-separated drivers (default: all registered single-node drivers)")

@@ -39,6 +39,57 @@ var sizes = map[string]matrixSizes{
 	"smoke": {ping: 3000, pingIdle: 300, serial: 2000, parallel: 5000, contended: 400, think: 200, maxTime: 15 * time.Second},
 	// full: the largest counts (the published tables).
 	"full": {ping: 20000, pingIdle: 3000, serial: 10000, parallel: 20000, contended: 2000, think: 1000, maxTime: 60 * time.Second},
+	// scale: latchkey alone as it grows (scaleRuns); each run carries its
+	// own time bound, and maxTime bounds the longest.
+	"scale": {maxTime: 150 * time.Second},
+}
+
+// The scale sweep's sizes: leases renewed at once; waiters, over how many
+// keys; Clients (processes) of a fleet; distinct keys acquired and
+// released once.
+var (
+	scaleLeases  = []int{1000, 10000, 100000, 400000}
+	scaleWaiters = []int{100, 1000, 10000}
+	scaleKeys    = []int{1, 10, 1000}
+	scaleClients = []int{10, 100, 500}
+	scaleMemory  = []int{1000, 10000, 100000}
+)
+
+// scaleRuns lists the scale sweep (-matrix scale), latchkey's driver
+// alone: renewals of 1k to 400k leases at TTL 3 s; 100 to 10k waiters
+// over 1 to 1k keys, 20 waiters per Client (process), each holding 1 ms,
+// for 30 s; a fleet of 10 to 500 Clients, two goroutines each, on 10 keys,
+// for 20 s; and what 1k to 100k released keys leave on the server.
+// Contended runs are bounded by time, not by count, and wait up to a
+// minute, so that a waiter that never acquires is starved, not timed out.
+// The runs keep this order (no shuffle): each size is a point of a curve,
+// not a driver to compare in the same conditions.
+func scaleRuns(matrixSizes, []string) [][]string {
+	n := strconv.Itoa
+	var runs [][]string
+	// What released keys leave comes first, in a row, while nothing an
+	// earlier run left can expire under its reading of used_memory (fence
+	// counters live 5 minutes).
+	for _, m := range scaleMemory {
+		runs = append(runs, []string{"-scenario", "memory", "-driver", "latchkey", "-n", n(m), "-max-time", "150s"})
+	}
+	for _, l := range scaleLeases {
+		runs = append(runs, []string{"-scenario", "renew", "-driver", "latchkey", "-n", n(l), "-ttl", "3s",
+			"-renew-window", "10s", "-max-time", "150s"})
+	}
+	fleet := func(clients, workers, keys int, d string) []string {
+		return []string{"-scenario", "contended", "-driver", "latchkey", "-clients", n(clients), "-workers", n(workers),
+			"-lock-keys", n(keys), "-pool", "2", "-n", "100000000", "-max-time", d, "-wait-timeout", "60s"}
+	}
+	for _, w := range scaleWaiters {
+		for _, k := range scaleKeys {
+			runs = append(runs, fleet(max(w/20, 5), w, k, "30s"))
+		}
+	}
+	for _, c := range scaleClients {
+		runs = append(runs, fleet(c, 2*c, 10, "20s"))
+	}
+	return runs
 }
 
 // matrixRuns lists one round of runs, each as command-line arguments.
@@ -128,10 +179,16 @@ func primitiveDrivers(named []string) []string {
 func runMatrix(o matrixOptions) error {
 	sz, ok := sizes[o.kind]
 	if !ok {
-		return fmt.Errorf("unknown matrix %q (smoke or full)", o.kind)
+		return fmt.Errorf("unknown matrix %q (smoke, full or scale)", o.kind)
 	}
 	listRuns := matrixRuns
 	switch {
+	case o.kind == "scale" && o.rounds > 1:
+		// Its memory runs read used_memory, which what an earlier round
+		// left would move as it expired.
+		return fmt.Errorf("-matrix scale runs one round")
+	case o.kind == "scale":
+		o.drivers, listRuns = []string{"latchkey"}, scaleRuns
 	case o.primitives:
 		o.drivers, listRuns = primitiveDrivers(o.drivers), primitiveRuns
 	case len(o.drivers) == 0:
@@ -168,7 +225,10 @@ func runMatrix(o matrixOptions) error {
 		seed = rand.Uint64()
 	}
 	rng := rand.New(rand.NewPCG(seed, 0))
-	common := []string{"-json", "-addr", strings.Join(o.addrs, ","), "-max-time", sz.maxTime.String()}
+	common := []string{"-json", "-addr", strings.Join(o.addrs, ",")}
+	if o.kind != "scale" { // its runs bound themselves
+		common = append(common, "-max-time", sz.maxTime.String())
+	}
 	if o.exclusive {
 		common = append(common, "-exclusive")
 	}
@@ -185,7 +245,9 @@ func runMatrix(o matrixOptions) error {
 	failures := 0
 	for round := 1; round <= o.rounds; round++ {
 		runs := listRuns(sz, o.drivers)
-		rng.Shuffle(len(runs), func(i, j int) { runs[i], runs[j] = runs[j], runs[i] })
+		if o.kind != "scale" { // see scaleRuns
+			rng.Shuffle(len(runs), func(i, j int) { runs[i], runs[j] = runs[j], runs[i] })
+		}
 		for i, args := range runs {
 			t0 := time.Now()
 			r, err := runChild(exe, append(args, common...), sz.maxTime+60*time.Second)

@@ -46,6 +46,7 @@ func describe(r *Result, cfg Config) {
 				cfg.Scenario, cfg.Pair, who, keys, cfg.Pair)
 		}
 	case "renew":
+		r.TTLMS = cfg.TTL.Milliseconds()
 		r.Table = fmt.Sprintf("renew: %d leases of TTL %v on one Client, auto-renewed every TTL/3; a %v window", cfg.N, cfg.TTL, cfg.RenewWindow)
 	case "memory":
 		r.Workers = cfg.Workers
@@ -54,9 +55,11 @@ func describe(r *Result, cfg Config) {
 		r.Workers, r.HoldUS, r.ThinkUS, r.RetryUS = cfg.Workers, us(cfg.Hold), us(cfg.Think), us(cfg.Retry)
 		r.Table = fmt.Sprintf("contended: %d goroutines on one key, hold %v", cfg.Workers, cfg.Hold)
 		if cfg.LockKeys > 1 {
+			r.LockKeys = cfg.LockKeys
 			r.Table = fmt.Sprintf("contended: %d goroutines on %d keys (one at random per acquisition), hold %v", cfg.Workers, cfg.LockKeys, cfg.Hold)
 		}
 		if cfg.Clients > 0 {
+			r.Clients = cfg.Clients
 			r.Table += fmt.Sprintf(", %d clients", cfg.Clients)
 			r.Label = fmt.Sprintf("%s (%d clients)", cfg.Driver, cfg.Clients)
 		}

@@ -44,10 +44,13 @@ type Result struct {
 	StealPct  float64 `json:"steal_pct"`
 	OtherPct  float64 `json:"other_pct"` // -1 unknown
 
-	Starved int `json:"starved,omitempty"` // contended: goroutines that never acquired
+	Starved  int `json:"starved,omitempty"`   // contended: goroutines that never acquired
+	Clients  int `json:"clients,omitempty"`   // contended: driver instances (-clients), like processes
+	LockKeys int `json:"lock_keys,omitempty"` // contended: keys contended on (-lock-keys) when more than one
 
 	// renew
 	Leases    int     `json:"leases,omitempty"`     // leases held and renewed
+	TTLMS     int64   `json:"ttl_ms,omitempty"`     // their TTL
 	ClientPct float64 `json:"client_pct,omitempty"` // client CPU, % of one core
 	RedisPct  float64 `json:"redis_pct,omitempty"`  // Redis CPU, % of one core; -1 unknown
 	Lost      int     `json:"lost,omitempty"`       // leases lost by the end of the window

@@ -26,6 +26,7 @@ func writeReport(w io.Writer, results []Result, m reportMeta) {
 	}
 	fmt.Fprintf(w, "\nCells are the median over runs, with (min–max) when there was more than one run.\n\n")
 	writePrimitives(w, results)
+	writeScale(w, results)
 	writeGlance(w, gs)
 	writeTargets(w, gs)
 	fmt.Fprintf(w, "## Full tables\n\n")

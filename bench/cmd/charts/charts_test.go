@@ -212,3 +212,41 @@ func TestCheckedInResults(t *testing.T) {
 		}
 	}
 }
+
+// The scale sweep gives a figure per curve, sizes in numeric order, and
+// its fleets stay out of the lock matrix's contended panels.
+func TestScaleFigures(t *testing.T) {
+	rs := []record{
+		{Scenario: "renew", Driver: "latchkey", Leases: 100000, ClientPct: 36, RedisPct: 48},
+		{Scenario: "renew", Driver: "latchkey", Leases: 1000, ClientPct: 1, RedisPct: -1},
+		{Scenario: "renew", Driver: "latchkey", Leases: 400000, ClientPct: 90, RedisPct: 95},
+		{Scenario: "contended", Driver: "latchkey", Clients: 500, Workers: 10000, WaitP99: 14e6},
+		{Scenario: "contended", Driver: "latchkey", Clients: 5, Workers: 100, LockKeys: 1000, WaitP99: 3e3},
+		{Scenario: "contended", Driver: "latchkey", Clients: 10, Workers: 20, LockKeys: 10, Rate: 4000},
+		{Scenario: "memory", Driver: "latchkey", Ops: 1000, BytesPerKey: 170},
+	}
+	var names []string
+	for _, f := range figures(rs) {
+		names = append(names, f.name)
+		if f.name == "contended" {
+			t.Errorf("fleets drawn as the matrix's contended runs")
+		}
+	}
+	if want := []string{"scale-renew", "scale-waiters", "scale-clients", "scale-memory"}; !slices.Equal(names, want) {
+		t.Fatalf("figures %q, want %q", names, want)
+	}
+	renew := scaleFigures(rs)[0].panels[0]
+	if !slices.Equal(renew.categories, []string{"1,000", "100,000", "400,000"}) {
+		t.Errorf("renew sizes %q", renew.categories)
+	}
+	if len(renew.series) != 2 || renew.series[1].stats[0].n != 0 {
+		t.Errorf("an unknown Redis figure was drawn: %+v", renew.series)
+	}
+	waiters := scaleFigures(rs)[1].panels[0]
+	if len(waiters.series) != 2 || waiters.series[0].name != "1 key" || waiters.series[1].name != "1,000 keys" {
+		t.Errorf("waiter series %+v", waiters.series)
+	}
+	if _, err := render(scaleFigures(rs)[0]); err != nil {
+		t.Fatal(err)
+	}
+}

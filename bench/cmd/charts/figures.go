@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -13,6 +15,7 @@ const (
 	targetParallel    = 0.9  // parallel cycles/s ≥ 0.9× raw
 	targetHandoffP50  = 250  // µs, a goroutine already waiting
 	targetHandoffP99  = 600  // µs
+	targetRenewPct    = 15   // % of a core, each side, renewing 100k leases
 )
 
 // target is a horizontal line across a panel.
@@ -49,7 +52,7 @@ func newPanel(title, yLabel string, pts []point, catRank, serRank func(string) i
 // and the primitives section's, or the backend comparison's.
 func figures(rs []record) []figure {
 	var out []figure
-	for _, f := range append(matrixFigures(rs), backendFigures(rs)...) {
+	for _, f := range slices.Concat(matrixFigures(rs), backendFigures(rs), scaleFigures(rs)) {
 		var keep []panel
 		for _, p := range f.panels {
 			if !p.empty() {
@@ -85,7 +88,7 @@ func matrixFigures(rs []record) []figure {
 				cpu = append(cpu, point{r.Label, "Redis", r.RedisCPU})
 			}
 			parallelWorkers = r.Workers
-		case r.Scenario == "contended":
+		case r.Scenario == "contended" && r.Clients == 0: // fleets are the scale sweep's
 			acq = append(acq, point{r.Label, setting(r), r.Rate})
 			wait = append(wait, point{r.Label, setting(r), r.WaitP99 / 1000})
 			if r.ThinkUS > 0 && r.HandoffN > 0 {
@@ -167,3 +170,71 @@ func tickLabel(s string) string {
 	}
 	return s
 }
+
+// scaleFigures draws bench's scale sweep (-matrix scale): latchkey alone,
+// one category per size.
+func scaleFigures(rs []record) []figure {
+	var renew, wait, starved, fleet, fleetWait, memory []point
+	for _, r := range rs {
+		if r.Driver != "latchkey" {
+			continue
+		}
+		switch {
+		case r.Scenario == "renew":
+			c := count(r.Leases)
+			renew = append(renew, point{c, "client", r.ClientPct}, point{c, "Redis", r.RedisPct})
+		case r.Scenario == "contended" && r.Clients > 0 && r.Workers == 2*r.Clients:
+			c := count(r.Clients)
+			fleet = append(fleet, point{c, "", r.Rate})
+			fleetWait = append(fleetWait, point{c, "", r.WaitP99 / 1000})
+		case r.Scenario == "contended" && r.Clients > 0:
+			k := keysName(max(r.LockKeys, 1))
+			wait = append(wait, point{count(r.Workers), k, r.WaitP99 / 1000})
+			starved = append(starved, point{count(r.Workers), k, float64(r.Starved)})
+		case r.Scenario == "memory":
+			memory = append(memory, point{count(r.Ops), "", r.BytesPerKey})
+		}
+	}
+	renewP := newPanel("renewals: leases of TTL 3 s on one Client, renewed every TTL/3", "CPU, % of one core",
+		renew, countRank, func(s string) int { return map[string]int{"client": 0, "Redis": 1}[s] })
+	if !renewP.empty() {
+		renewP.targets = []target{{fmt.Sprintf("target at 100,000 leases: ≤ %d %%", targetRenewPct), targetRenewPct}}
+	}
+	waitP := newPanel("waiters on keys, 20 per Client, hold 1 ms: wait p99", "ms, log scale", wait, countRank, keysRank)
+	waitP.log = true
+	starvedP := newPanel("the same runs: waiters that never acquired", "goroutines", starved, countRank, keysRank)
+	fleetP := newPanel("a fleet of Clients (processes), two goroutines each, on 10 keys", "acquisitions/s", fleet, countRank, noRank)
+	fleetWaitP := newPanel("the same runs: wait p99", "ms, log scale", fleetWait, countRank, noRank)
+	fleetWaitP.log = true
+	memP := newPanel("distinct keys, each acquired and released once: what Redis keeps", "used_memory rise per key, bytes",
+		memory, countRank, noRank)
+	return []figure{
+		{"scale-renew", []panel{renewP}},
+		{"scale-waiters", []panel{waitP, starvedP}},
+		{"scale-clients", []panel{fleetP, fleetWaitP}},
+		{"scale-memory", []panel{memP}},
+	}
+}
+
+// count names a size for a category ("10,000"), which countRank orders.
+func count(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func countRank(s string) int {
+	n, _ := strconv.Atoi(strings.ReplaceAll(s, ",", ""))
+	return n
+}
+
+func keysName(k int) string {
+	if k == 1 {
+		return "1 key"
+	}
+	return count(k) + " keys"
+}
+
+func keysRank(s string) int { return countRank(strings.Fields(s)[0]) }

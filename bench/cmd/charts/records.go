@@ -30,6 +30,17 @@ type record struct {
 	HandoffP99 float64 `json:"handoff_p99_us"`
 	WaitP99    float64 `json:"wait_p99_us"`
 
+	// the scale sweep (-matrix scale)
+	Leases      int     `json:"leases"`
+	ClientPct   float64 `json:"client_pct"`
+	RedisPct    float64 `json:"redis_pct"` // -1: unknown
+	Lost        int     `json:"lost"`
+	Clients     int     `json:"clients"`
+	LockKeys    int     `json:"lock_keys"`
+	Starved     int     `json:"starved"`
+	Ops         int     `json:"ops"`
+	BytesPerKey float64 `json:"bytes_per_key"`
+
 	// backend comparison
 	Backend string `json:"backend"`
 	Kind    string `json:"kind"` // serial | contended
