@@ -56,14 +56,23 @@ func runRenew(ctx context.Context, cfg Config, e *env) (Result, error) {
 	if firstErr != nil {
 		return Result{}, fmt.Errorf("taking %d leases: %w", cfg.N, firstErr)
 	}
-	defer func() {
+	defer func() { // as they were taken: 8 goroutines
 		rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		for _, l := range locks {
-			if l != nil {
-				_ = l.Release(rctx)
-			}
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := int(next.Add(1)) - 1; i < len(locks) && rctx.Err() == nil; i = int(next.Add(1)) - 1 {
+					if locks[i] != nil {
+						_ = locks[i].Release(rctx)
+					}
+				}
+			}()
 		}
+		wg.Wait()
 	}()
 
 	// Let the renewals spread out as they will (the first round comes in

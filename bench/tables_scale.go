@@ -57,7 +57,7 @@ func writeScale(w io.Writer, results []Result) {
 	if distinct(renew, leases) {
 		bySize(renew, leases)
 		fmt.Fprintf(w, "### Renewals: leases of TTL %v on one Client, renewed every TTL/3\n\n", time.Duration(renew[0].TTLMS)*time.Millisecond)
-		header(w, "leases", "renewals/s", "client, % of a core", "Redis, % of a core", "client µs per renewal",
+		header(w, "leases", "renewals due/s", "client, % of a core", "Redis, % of a core", "client µs per renewal",
 			"Redis µs per renewal", "Redis cmds per renewal", "leases lost")
 		for _, r := range renew {
 			row(w, fmt.Sprint(r.Leases), num(r.Rate), num(r.ClientPct), opt(r.RedisPct), opt(r.ClientCPU),

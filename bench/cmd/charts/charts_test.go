@@ -232,7 +232,7 @@ func TestScaleFigures(t *testing.T) {
 			t.Errorf("fleets drawn as the matrix's contended runs")
 		}
 	}
-	if want := []string{"scale-renew", "scale-waiters", "scale-clients", "scale-memory"}; !slices.Equal(names, want) {
+	if want := []string{"renew", "waiters", "clients", "memory"}; !slices.Equal(names, want) {
 		t.Fatalf("figures %q, want %q", names, want)
 	}
 	renew := scaleFigures(rs)[0].panels[0]

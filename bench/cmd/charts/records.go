@@ -37,7 +37,6 @@ type record struct {
 	Lost        int     `json:"lost"`
 	Clients     int     `json:"clients"`
 	LockKeys    int     `json:"lock_keys"`
-	Starved     int     `json:"starved"`
 	Ops         int     `json:"ops"`
 	BytesPerKey float64 `json:"bytes_per_key"`
 
