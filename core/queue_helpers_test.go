@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -60,4 +61,20 @@ func fairLockAsync(ctx context.Context, t *testing.T, c *core.Client, key string
 		got <- l
 	}()
 	return got
+}
+
+// heldWithDeadQueued takes key "k" under prefix with a (fair, TTL a
+// minute) and queues behind it a dead waiter of each Client named in
+// clients, in order ("dead-1", "dead-2", …), each Client kept in A until
+// life from now; it returns the holder's lock.
+func heldWithDeadQueued(ctx context.Context, t *testing.T, rdb redis.UniversalClient, prefix string, a *core.Client, life time.Duration, clients ...string) *core.Lock {
+	t.Helper()
+	holder, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range clients {
+		queueMember(ctx, t, rdb, prefix, "k", c, "dead-"+strconv.Itoa(i+1), life)
+	}
+	return holder
 }

@@ -51,12 +51,7 @@ func queueMember(ctx context.Context, t *testing.T, rdb redis.UniversalClient, p
 func TestReviewTwoDeadHeadsOfOneProcess(t *testing.T) {
 	ctx, rdb, prefix, a, w := holderAndWaiter(t, 40*time.Second)
 
-	holder, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	queueMember(ctx, t, rdb, prefix, "k", "crashed", "dead-1", 25*time.Second)
-	queueMember(ctx, t, rdb, prefix, "k", "crashed", "dead-2", 25*time.Second)
+	holder := heldWithDeadQueued(ctx, t, rdb, prefix, a, 25*time.Second, "crashed", "crashed")
 	got := make(chan *core.Lock, 1)
 	go func() {
 		l, err := w.Lock(ctx, "k", core.WithFair(), core.WithWaitTimeout(30*time.Second))

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -149,20 +150,8 @@ func TestNextInLineAfterDeadHead(t *testing.T) {
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case l := <-got:
-		if l == nil {
-			t.FailNow()
-		}
-		d := time.Since(released)
-		t.Logf("the waiter behind a dead head got the key %v after the release", d)
-		if d < 900*time.Millisecond {
-			t.Errorf("got the key after %v, before the dead head's claim window ended", d)
-		}
-		l.Release(ctx)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiter behind a dead head did not get the key within 5 s of the release (its touch comes every 10 s: it was not told it was next)")
-	}
+	lockedBetween(ctx, t, got, released, 900*time.Millisecond, 5*time.Second,
+		"the waiter behind a dead head (its touch comes every 10 s: within 5 s only if told it is next)")
 }
 
 // A lease without expiry (an operator's PERSIST, a key set by hand) gives a
@@ -284,12 +273,7 @@ func TestTwoDeadAheadFoundAtTouchPace(t *testing.T) {
 	defer core.SetTouchTimings(pace, 3*pace)()
 	ctx, rdb, prefix, a, w := holderAndWaiter(t, 30*time.Second)
 
-	holder, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	queueMember(ctx, t, rdb, prefix, "k", "dead1", "dead-head", 20*time.Second)
-	queueMember(ctx, t, rdb, prefix, "k", "dead2", "dead-next", 20*time.Second)
+	holder := heldWithDeadQueued(ctx, t, rdb, prefix, a, 20*time.Second, "dead1", "dead2")
 	got := fairLockAsync(ctx, t, w, "k")
 	waitQueueLen(ctx, t, rdb, prefix, "k", 3)
 	time.Sleep(100 * time.Millisecond) // its subscriptions flow
@@ -299,19 +283,27 @@ func TestTwoDeadAheadFoundAtTouchPace(t *testing.T) {
 	}
 	// Two claim windows (≤ 1 s each), then one touch, with a margin for a
 	// busy machine.
-	bound := 2*time.Second + pace + 3*time.Second
+	lockedBetween(ctx, t, got, released, 900*time.Millisecond, 2*time.Second+pace+3*time.Second,
+		fmt.Sprintf("the waiter behind two dead ones (touch pace %v)", pace))
+}
+
+// lockedBetween waits for the lock that got brings, which must come
+// between early and late after released (the claim window of a dead head
+// first), and releases it; who names the waiter in what it reports.
+func lockedBetween(ctx context.Context, t *testing.T, got <-chan *core.Lock, released time.Time, early, late time.Duration, who string) {
+	t.Helper()
 	select {
 	case l := <-got:
 		if l == nil {
 			t.FailNow()
 		}
 		d := time.Since(released)
-		t.Logf("the waiter behind two dead ones got the key %v after the release", d)
-		if d < 900*time.Millisecond {
-			t.Errorf("got the key after %v, before the dead head's claim window ended", d)
+		t.Logf("%s got the key %v after the release", who, d)
+		if d < early {
+			t.Errorf("%s got the key %v after the release, before %v (a dead head's claim window)", who, d, early)
 		}
 		l.Release(ctx)
-	case <-time.After(bound):
-		t.Fatalf("the waiter behind two dead ones did not get the key within %v of the release (touch pace %v)", bound, pace)
+	case <-time.After(late):
+		t.Fatalf("%s did not get the key within %v of the release", who, late)
 	}
 }
