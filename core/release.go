@@ -94,6 +94,7 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 		}
 	}
 	lost := l.lostErr != nil
+	reported := l.reported // set with lostErr
 	closed := l.closed
 	l.mu.Unlock()
 	if obs := c.cfg.observer; obs != nil {
@@ -104,9 +105,6 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 			// the loss (LeaseLost may still be running on the goroutine
 			// that found it), so a caller back from Release or Do sees it
 			// recorded, and the release's end never overtakes it.
-			l.mu.Lock()
-			reported := l.reported
-			l.mu.Unlock()
 			if reported != nil {
 				<-reported
 			}
