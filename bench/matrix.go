@@ -55,6 +55,17 @@ var (
 	scaleMemory  = []int{1000, 10000, 100000}
 )
 
+// Goroutines per Client in the sweep's two contended shapes: they tell a
+// run of one from a run of the other (isFleet; cmd/charts says the same).
+const (
+	waitersPerClient = 20 // the waiters runs
+	fleetPerClient   = 2  // the fleets of Clients
+)
+
+// isFleet reports whether a contended run of the sweep is one of its
+// fleets of Clients rather than of its waiters runs.
+func isFleet(r Result) bool { return r.Clients > 0 && r.Workers == fleetPerClient*r.Clients }
+
 // scaleRuns lists the scale sweep (-matrix scale), latchkey's driver
 // alone: renewals of 1k to 400k leases at TTL 3 s; 100 to 10k waiters
 // over 1 to 1k keys, 20 waiters per Client (process), each holding 1 ms,
@@ -84,11 +95,11 @@ func scaleRuns(matrixSizes, []string) [][]string {
 	}
 	for _, w := range scaleWaiters {
 		for _, k := range scaleKeys {
-			runs = append(runs, fleet(max(w/20, 5), w, k, "30s"))
+			runs = append(runs, fleet(max(w/waitersPerClient, 5), w, k, "30s"))
 		}
 	}
 	for _, c := range scaleClients {
-		runs = append(runs, fleet(c, 2*c, 10, "20s"))
+		runs = append(runs, fleet(c, fleetPerClient*c, 10, "20s"))
 	}
 	return runs
 }

@@ -22,7 +22,7 @@ func writeScale(w io.Writer, results []Result) {
 			renew = append(renew, r)
 		case r.Scenario == "memory":
 			memory = append(memory, r)
-		case r.Scenario == "contended" && r.Clients > 0 && r.Workers == 2*r.Clients:
+		case r.Scenario == "contended" && isFleet(r):
 			fleet = append(fleet, r)
 		case r.Scenario == "contended" && r.Clients > 0:
 			waiters = append(waiters, r)

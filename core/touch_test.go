@@ -86,6 +86,23 @@ func touchedWaiter(t *testing.T) (context.Context, redis.UniversalClient, string
 	return ctx, rdb, prefix, a, w, hook
 }
 
+// queueBehindHolder has a take "k" (fair, TTL a minute, not renewed), runs
+// then (if given) on the held key, and queues a fair waiter of w behind
+// it, given up when the test ends.
+func queueBehindHolder(ctx context.Context, t *testing.T, rdb redis.UniversalClient, prefix string, a, w *core.Client, then func()) {
+	t.Helper()
+	if _, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute), core.WithAutoRenew(false)); err != nil {
+		t.Fatal(err)
+	}
+	if then != nil {
+		then()
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go w.Lock(wctx, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
+	waitQueueLen(ctx, t, rdb, prefix, "k", 1)
+}
+
 // A queued waiter that hears nothing keeps its place with the short touch
 // script, not a full attempt, for longer than a queue entry lives (here
 // touches every second, entries of 3 s);
@@ -161,16 +178,11 @@ func TestTouchPaceWithoutHolderExpiry(t *testing.T) {
 	defer core.SetTouchTimings(time.Second, 3*time.Second)()
 	ctx, rdb, prefix, a, w, hook := touchedWaiter(t)
 
-	if _, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute), core.WithAutoRenew(false)); err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.Persist(ctx, prefix+":{k}").Err(); err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go w.Lock(wctx, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
-	waitQueueLen(ctx, t, rdb, prefix, "k", 1)
+	queueBehindHolder(ctx, t, rdb, prefix, a, w, func() {
+		if err := rdb.Persist(ctx, prefix+":{k}").Err(); err != nil {
+			t.Fatal(err)
+		}
+	})
 	hook.take()
 	time.Sleep(2 * time.Second)
 	n := 0
@@ -192,13 +204,7 @@ func TestTouchPaceWhileGranted(t *testing.T) {
 	defer core.SetTouchTimings(3*time.Second, 9*time.Second)()
 	ctx, rdb, prefix, a, w, hook := touchedWaiter(t)
 
-	if _, err := a.TryLock(ctx, "k", core.WithFair(), core.WithTTL(time.Minute), core.WithAutoRenew(false)); err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go w.Lock(wctx, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
-	waitQueueLen(ctx, t, rdb, prefix, "k", 1)
+	queueBehindHolder(ctx, t, rdb, prefix, a, w, nil)
 	hook.take()
 	lease := prefix + ":{k}"
 	end := time.Now().Add(6 * time.Second)

@@ -183,7 +183,7 @@ func scaleFigures(rs []record) []figure {
 		case r.Scenario == "renew":
 			c := count(r.Leases)
 			renew = append(renew, point{c, "client", r.ClientPct}, point{c, "Redis", r.RedisPct})
-		case r.Scenario == "contended" && r.Clients > 0 && r.Workers == 2*r.Clients:
+		case r.Scenario == "contended" && r.Clients > 0 && r.Workers == 2*r.Clients: // bench's isFleet
 			c := count(r.Clients)
 			fleet = append(fleet, point{c, "", r.Rate})
 			fleetWait = append(fleetWait, point{c, "", r.WaitP99 / 1000})
