@@ -204,10 +204,19 @@ func TestCorrectBackend(t *testing.T) {
 	// release is stalled ends "not held", not lost.
 	cfg.Faults[0].Min, cfg.Faults[0].Max = time.Second, 1500*time.Millisecond
 	cfg.Duration = 6 * time.Second
-	rep := belief.Run(t, cfg)
-	if rep.Faults["stall"] == 0 || rep.Lost == 0 {
-		t.Errorf("the run stalled nothing or lost nothing: %v", rep)
+	// A loss still needs a stall to catch a Client amid a hold across a
+	// renewal, which a run of ~4 stalls can miss (CI once: 4 stalls, 0
+	// lost). Every run is judged; up to 3 runs, each with a seed of its
+	// own, for one that lost something.
+	var rep *belief.Report
+	for range 3 {
+		rep = belief.Run(t, cfg)
+		if t.Failed() || rep.Faults["stall"] > 0 && rep.Lost > 0 {
+			return
+		}
+		t.Logf("the run lost nothing; again")
 	}
+	t.Errorf("3 runs stalled nothing or lost nothing; the last: %v", rep)
 }
 
 // TestBrokenBackendDetected: a store that keeps leases for less time
