@@ -230,3 +230,69 @@ func BenchmarkRedisCluster(b *testing.B) {
 	b.Run("Cycle", run(benchCycle))
 	b.Run("Parallel", run(benchParallel))
 }
+
+// BenchmarkRedisClusterNotify hands keys over on a private 3-master
+// Cluster, with classic pub/sub (WithShardedNotify(false)) and sharded
+// (the Cluster default): two Clients, four goroutines each, on eight keys
+// spread over the masters; each op is one Lock, a 100 µs hold and its
+// Release, so most releases have a waiter to tell. redis-cpu-µs/op is the
+// three masters' whole CPU per op, the cluster bus included: a PUBLISH
+// reaches every master over it, an SPUBLISH stays on the key's. Run with
+// -count to interleave the two.
+func BenchmarkRedisClusterNotify(b *testing.B) {
+	cl := redistest.StartCluster(b, 3)
+	var nodes []*redis.Client
+	for _, n := range cl.Nodes() {
+		nodes = append(nodes, n.Client(b))
+	}
+	for _, mode := range []struct {
+		name    string
+		sharded bool
+	}{{"Classic", false}, {"Sharded", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			opts := []core.Option{core.WithKeyPrefix("bench-" + rand.Text()[:8]), core.WithShardedNotify(mode.sharded)}
+			clients := []*core.Client{mustNew(core.NewRedis(cl.Client(b), opts...)), mustNew(core.NewRedis(cl.Client(b), opts...))}
+			defer func() {
+				for _, c := range clients {
+					c.Close()
+				}
+			}()
+			measured(b, nodes, func() { benchHandoffs(b, clients, 4, 8, 100*time.Microsecond) })
+		})
+	}
+}
+
+// benchHandoffs runs b.N Lock, hold, Release ops from perClient goroutines
+// of each client, on keys keys.
+func benchHandoffs(b *testing.B, clients []*core.Client, perClient, keys int, hold time.Duration) {
+	ctx := context.Background()
+	var next atomic.Int64
+	done := make(chan struct{})
+	b.ResetTimer()
+	for _, c := range clients {
+		for range perClient {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				for {
+					i := next.Add(1)
+					if i > int64(b.N) {
+						return
+					}
+					l, err := c.Lock(ctx, "h"+strconv.FormatInt(i%int64(keys), 10), core.WithWaitTimeout(30*time.Second))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					time.Sleep(hold)
+					if err := l.Release(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	for range len(clients) * perClient {
+		<-done
+	}
+}

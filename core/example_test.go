@@ -421,3 +421,39 @@ func ExampleClient_Scan() {
 	// exports permit held by node-b
 	// evicted: true
 }
+
+// This example turns sharded pub/sub on for a Client of a single server
+// (it is the default on a Cluster only). The server here, miniredis, has
+// no sharded pub/sub, as Redis before 7: the Client falls back to classic
+// pub/sub by itself, and a waiter is still woken by the release, long
+// before the holder's TTL.
+func ExampleWithShardedNotify() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+
+	locks, err := core.NewRedis(rdb, core.WithShardedNotify(true))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locks.Close()
+
+	ctx := context.Background()
+	held, err := locks.TryLock(ctx, "report", core.WithTTL(time.Minute))
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_ = held.Release(ctx)
+	}()
+	start := time.Now()
+	l, err := locks.Lock(ctx, "report", core.WithWaitTimeout(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Release(ctx)
+	fmt.Println("woken by the release:", time.Since(start) < 5*time.Second)
+	// Output: woken by the release: true
+}

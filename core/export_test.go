@@ -63,8 +63,11 @@ func SetClockSkew(d time.Duration) (restore func()) {
 }
 
 // AcquireHash is the SHA1 of a mutex's acquisition script (the default
-// mode).
-var AcquireHash = acquireScript.Hash()
+// mode), and AcquireShardedHash of its sharded flavour (WithShardedNotify).
+var (
+	AcquireHash        = acquireScript.Hash()
+	AcquireShardedHash = shardedScripts.acquire.Hash()
+)
 
 // SetStarvationThreshold sets how long a Lock waiter of the default mode
 // waits before it queues, until restore is called.

@@ -273,7 +273,7 @@ func (releaseAfterAttempt) DialHook(next redis.DialHook) redis.DialHook { return
 func (r releaseAfterAttempt) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if a := cmd.Args(); len(a) > 1 && cmd.Name() == "evalsha" && a[1] == core.AcquireHash {
+		if a := cmd.Args(); len(a) > 1 && cmd.Name() == "evalsha" && (a[1] == core.AcquireHash || a[1] == core.AcquireShardedHash) {
 			r.release()
 		}
 		return err

@@ -48,6 +48,23 @@ func (n *notifier) grantChannel(prefix string) string {
 // grantsReady reports whether grants on the grant channel are heard.
 func (n *notifier) grantsReady() bool { return n.granted.Load() }
 
+// heard reports whether notifications on channel are heard: its
+// subscription is confirmed.
+func (n *notifier) heard(channel string) bool {
+	n.mu.Lock()
+	cs := n.chans[channel]
+	n.mu.Unlock()
+	if cs == nil {
+		return false
+	}
+	select {
+	case <-cs.ready:
+		return true
+	default:
+		return false
+	}
+}
+
 // subscriber is the part of a backend the notifier drives.
 type subscriber interface {
 	subscribe(ctx context.Context, channel string) error

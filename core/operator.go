@@ -219,7 +219,7 @@ func (b *redisBackend) scanNames(ctx context.Context, pattern string, fn func(st
 }
 
 func (b *redisBackend) evict(ctx context.Context, mutex, sem, rw names) (int, error) {
-	n, err := evictScript.Run(ctx, b.rdb, []string{mutex.lease, mutex.fence, sem.lease, sem.vals, sem.fence,
+	n, err := b.pubs.evict.Run(ctx, b.rdb, []string{mutex.lease, mutex.fence, sem.lease, sem.vals, sem.fence,
 		rw.lease, rw.readers, rw.vals, rw.fence}, retentionArg).Int()
 	return n, err
 }

@@ -71,6 +71,8 @@ type clientConfig struct {
 	observer   Observer
 	ackN       int
 	ackTimeout time.Duration
+	sharded    bool // WithShardedNotify's choice,
+	shardedSet bool // if given
 	err        error
 }
 
@@ -231,6 +233,28 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 		}
 		c.ackN, c.ackTimeout = n, timeout
 	})
+}
+
+// WithShardedNotify chooses how a Redis Client's notifications travel:
+// sharded pub/sub (SPUBLISH and SSUBSCRIBE, Redis 7 and later) when on,
+// classic pub/sub (PUBLISH and SUBSCRIBE) when off. Default: on for a
+// Cluster (*redis.ClusterClient), off otherwise.
+//
+// On a Cluster, a PUBLISH is broadcast over the cluster bus to every node,
+// so each release, grant and wake-up costs every master; a sharded one
+// stays on the master of the key's slot. The Client then opens one
+// subscription connection per master it waits on, instead of one in all.
+// On a server without sharded pub/sub (before Redis 7) the Client falls
+// back to classic pub/sub by itself.
+//
+// Every Client that shares keys must make the same choice: a waiter that
+// subscribed one way does not hear a release published the other way, and
+// waits for its timers instead (the holder's expiry, or its queue's touch
+// pace) — slower, never unsafe. To change it across a running fleet,
+// restart all its Clients with the new choice together, or accept slower
+// hand-offs while both kinds run. Ignored by NewMemory and NewRedlock.
+func WithShardedNotify(on bool) Option {
+	return clientOption(func(c *clientConfig) { c.sharded, c.shardedSet = on, true })
 }
 
 func validToken(tok string) bool {

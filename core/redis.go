@@ -21,6 +21,10 @@ import (
 var _ sharder = (*redisBackend)(nil)
 
 var (
+	//go:embed scripts/lib_pub.lua
+	libPub string
+	//go:embed scripts/lib_pub_sharded.lua
+	libPubSharded string
 	//go:embed scripts/lib_owns.lua
 	libOwns string
 	//go:embed scripts/lib_fence.lua
@@ -66,22 +70,25 @@ var (
 	//go:embed scripts/queue_touch.lua
 	queueTouchLua string
 
-	// Each script is the shared helpers it uses followed by its body.
-	acquireScript      = newLuaScript(libOwns + libFence + libWait + acquireLua)
-	acquireFairScript  = newLuaScript(libOwns + libFence + libWait + acquireFairLua)
+	// Each script is the shared helpers it uses followed by its body. Those
+	// that publish come in two flavours (notifyScripts): classic pub/sub,
+	// named here, and sharded.
+	classicScripts     = newNotifyScripts(libPub)
+	shardedScripts     = newNotifyScripts(libPubSharded)
+	acquireScript      = classicScripts.acquire
+	acquireFairScript  = classicScripts.acquireFair
 	extendScript       = newLuaScript(libOwns + extendLua)
-	releaseScript      = newLuaScript(libOwns + libFence + libWait + releaseLua)
-	inspectScript      = newLuaScript(libWait + inspectLua)
+	releaseScript      = classicScripts.release
+	inspectScript      = newLuaScript(libPub + libWait + inspectLua)
 	fenceMaxScript     = newLuaScript(fenceMaxLua)
 	semAcquireScript   = newLuaScript(libFence + libQueue + libSem + semAcquireLua)
 	semExtendScript    = newLuaScript(libQueue + libSem + semExtendLua)
-	semReleaseScript   = newLuaScript(libQueue + libSem + semReleaseLua)
+	semReleaseScript   = classicScripts.semRelease
 	rwRLockScript      = newLuaScript(libFence + libQueue + libSem + rwRLockLua)
 	inspectHoldsScript = newLuaScript(libQueue + inspectHoldsLua)
 	rwLockScript       = newLuaScript(libOwns + libFence + libQueue + libSem + rwLockLua)
-	rwUnlockScript     = newLuaScript(libOwns + libQueue + rwUnlockLua)
+	rwUnlockScript     = classicScripts.rwUnlock
 	acquireAllScript   = newLuaScript(libFence + acquireAllLua)
-	evictScript        = newLuaScript(libFence + evictLua)
 	extendManyScript   = newLuaScript(libOwns + extendManyLua)
 	queueTouchScript   = newLuaScript(queueTouchLua)
 
@@ -92,6 +99,24 @@ var (
 	noArg        any = ""
 	yesArg       any = "1"
 )
+
+// notifyScripts are the scripts that publish notifications, built on one
+// of the two pub helpers: lib_pub.lua (PUBLISH) or lib_pub_sharded.lua
+// (SPUBLISH, in the key's slot).
+type notifyScripts struct {
+	acquire, acquireFair, release, semRelease, rwUnlock, evict *luaScript
+}
+
+func newNotifyScripts(pub string) *notifyScripts {
+	return &notifyScripts{
+		acquire:     newLuaScript(pub + libOwns + libFence + libWait + acquireLua),
+		acquireFair: newLuaScript(pub + libOwns + libFence + libWait + acquireFairLua),
+		release:     newLuaScript(pub + libOwns + libFence + libWait + releaseLua),
+		semRelease:  newLuaScript(pub + libQueue + libSem + semReleaseLua),
+		rwUnlock:    newLuaScript(pub + libOwns + libQueue + rwUnlockLua),
+		evict:       newLuaScript(pub + libFence + evictLua),
+	}
+}
 
 // NewRedis returns a Client whose leases live on one Redis deployment: a
 // server (*redis.Client), a Sentinel group (*redis.Client from
@@ -116,13 +141,21 @@ func NewRedis(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	rb := &redisBackend{rdb: rdb, ackN: c.cfg.ackN, ackTimeout: c.cfg.ackTimeout}
+	rb := &redisBackend{rdb: rdb, ackN: c.cfg.ackN, ackTimeout: c.cfg.ackTimeout, pubs: classicScripts}
 	rb.defaultTTL = c.cfg.lock.ttl.Truncate(time.Millisecond)
 	rb.defaultTTLArg = rb.defaultTTL.Milliseconds()
 	c.setBackend(rb, 2*time.Second, CapFair|CapNotify|CapReplicaAck|CapList|CapClaims|CapPrimitives)
-	rb.ps.init(rdb, c.nt)
 	rb.grants = c.nt.grantChannel(c.cfg.prefix)
 	rb.grantsArg = rb.grants
+	_, cluster := rdb.(*redis.ClusterClient)
+	sharded := cluster
+	if c.cfg.shardedSet {
+		sharded = c.cfg.sharded
+	}
+	if sharded {
+		rb.pubs = shardedScripts
+	}
+	rb.ps.init(rdb, c.nt, sharded)
 	return c, nil
 }
 
@@ -138,7 +171,8 @@ func isNil(v any) bool {
 type redisBackend struct {
 	rdb        redis.UniversalClient
 	ps         redisPubSub
-	ackN       int // WithReplicaAck
+	pubs       *notifyScripts // the scripts that publish, classic or sharded
+	ackN       int            // WithReplicaAck
 	ackTimeout time.Duration
 
 	defaultTTL    time.Duration // the Client's (WithTTL), in whole milliseconds
@@ -319,7 +353,7 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 	if value != token {
 		val = value
 	}
-	script, keys := acquireScript, append(kb[:0], n.lease, n.fence)
+	script, keys := b.pubs.acquire, append(kb[:0], n.lease, n.fence)
 	args := append(ab[:0], tok, val, b.ttlArg(ttl), retentionArg)
 	heard := false // grants on the Client's channel were heard before the script ran
 	waits := false // a mutex waiter that may join W
@@ -345,12 +379,12 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 		join := "0"
 		if enqueue {
 			join = "1"
-			heard, waits, alive = b.grantsReady(), true, b.aliveArg(n)
+			heard, waits, alive = b.grantsHeard(n), true, b.aliveArg(n)
 		}
-		script, keys = acquireFairScript, append(kb[:0], n.lease, n.fence, n.queue, n.dues)
+		script, keys = b.pubs.acquireFair, append(kb[:0], n.lease, n.fence, n.queue, n.dues)
 		args = append(args, touchEntryTTL().Milliseconds(), join, b.grantsArg, alive, claimArg)
 	case enqueue:
-		heard, waits, alive = b.grantsReady(), true, b.aliveArg(n)
+		heard, waits, alive = b.grantsHeard(n), true, b.aliveArg(n)
 		keys = append(keys, n.queue, n.dues, n.mark)
 		args = append(args, "", touchEntryTTL().Milliseconds(), b.grantsArg, alive, waitMarkTTL().Milliseconds())
 	}
@@ -383,11 +417,18 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 	return r, nil
 }
 
-// grantsReady reports whether grants on the Client's grant channel are
-// heard yet. It never waits: a waiter that joined before its subscription
-// flowed makes its usual re-attempt after its join (named false), which
-// claims a grant whose message was missed.
-func (b *redisBackend) grantsReady() bool { return b.ps.nt.grantsReady() }
+// grantsHeard reports whether grants to the Client's waiters of n are
+// heard yet: on the Client's grant channel, or (sharded) on the key's grant
+// twin, subscribed and confirmed with the key's channel. It never waits: a
+// waiter that joined before its subscription flowed makes its usual
+// re-attempt after its join (named false), which claims a grant whose
+// message was missed.
+func (b *redisBackend) grantsHeard(n names) bool {
+	if b.ps.sharded && b.ps.mode.Load() != shardOff {
+		return b.ps.nt.heard(n.lease)
+	}
+	return b.ps.nt.grantsReady()
+}
 
 // ttlArg is ttl in milliseconds, as a script argument: the Client's
 // default TTL is boxed once.
@@ -627,7 +668,7 @@ func (b *redisBackend) release(ctx context.Context, n names, token string) (bool
 // releaseNonce is release with the nonce its notification carries.
 func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce string) (bool, error) {
 	if n.limit > 0 {
-		v, err := semReleaseScript.run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since()}, token, n.limit).Int64()
+		v, err := b.pubs.semRelease.run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since()}, token, n.limit).Int64()
 		return v == 1, err
 	}
 	if n.rw() {
@@ -635,7 +676,7 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 		if n.limit == rwWrite {
 			hold = "w"
 		}
-		v, err := rwUnlockScript.run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since()}, token, hold).Int64()
+		v, err := b.pubs.rwUnlock.run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since()}, token, hold).Int64()
 		return v == 1, err
 	}
 	var kb [6]string // on the stack: run copies them
@@ -644,7 +685,7 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 	if n.waited {
 		waited = yesArg
 	}
-	v, err := releaseScript.run(ctx, b.rdb, keys, token, claimArg, retentionArg, nonce, b.grantsArg, waited).Int64()
+	v, err := b.pubs.release.run(ctx, b.rdb, keys, token, claimArg, retentionArg, nonce, b.grantsArg, waited).Int64()
 	// A waiter giving up: out of W, or holding a grant it passed on.
 	b.unqueued(n, token)
 	return v == 1, err
@@ -784,10 +825,20 @@ func (b *redisBackend) setRecordNewer(ctx context.Context, key, ordKey, value st
 }
 
 func (b *redisBackend) announce(ctx context.Context, channel, payload string) error {
+	if b.ps.sharded && b.ps.mode.Load() != shardOff {
+		err := b.rdb.SPublish(ctx, channel, payload).Err()
+		if !unknownCommand(err) {
+			return err
+		}
+	}
 	return b.rdb.Publish(ctx, channel, payload).Err()
 }
 
 func (b *redisBackend) subscribe(ctx context.Context, channel string) error {
+	if b.ps.shardedNow(ctx) {
+		// The key's grant twin first, in the same SSUBSCRIBE (one slot).
+		return b.ps.shard.subscribe(ctx, b.ps.shard.twin(channel), channel)
+	}
 	if b.grants != "" && channel != b.grants && !b.grantsAsked.Swap(true) {
 		// The Client's first wait: its grant channel comes along, first,
 		// so that its confirmation arrives before the waiter's.
@@ -796,12 +847,38 @@ func (b *redisBackend) subscribe(ctx context.Context, channel string) error {
 	return b.ps.subscribe(ctx, channel)
 }
 
-func (b *redisBackend) unsubscribe(channels ...string) { b.ps.unsubscribe(channels...) }
+func (b *redisBackend) unsubscribe(channels ...string) {
+	if !b.ps.sharded {
+		b.ps.unsubscribe(channels...)
+		return
+	}
+	// Each where it was subscribed: a Client whose first probe was
+	// undecided may have both kinds.
+	sharded := make([]string, 0, 2*len(channels))
+	var classic []string
+	b.ps.shard.mu.Lock()
+	for _, ch := range channels {
+		if b.ps.shard.where[ch] != nil || b.ps.shard.moving[ch] {
+			sharded = append(sharded, b.ps.shard.twin(ch), ch)
+		} else {
+			classic = append(classic, ch)
+		}
+	}
+	b.ps.shard.mu.Unlock()
+	if len(sharded) > 0 {
+		b.ps.shard.unsubscribe(sharded...)
+	}
+	if len(classic) > 0 {
+		b.ps.unsubscribe(classic...)
+	}
+}
 
 func (b *redisBackend) close() { b.ps.close() }
 
-// redisPubSub is the Client's one subscription connection. Its goroutine
-// starts with the first subscription and feeds the notifier.
+// redisPubSub is the Client's subscriptions. Classic ones (SUBSCRIBE) share
+// one connection, whose goroutine starts with the first subscription and
+// feeds the notifier; sharded ones (SSUBSCRIBE, WithShardedNotify) are
+// shard's, a connection per master.
 type redisPubSub struct {
 	rdb redis.UniversalClient
 	nt  *notifier
@@ -811,13 +888,84 @@ type redisPubSub struct {
 	closed bool
 	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{}
+	loops  sync.WaitGroup // every receive loop, and the sharded sweeper
+
+	// sharded: subscribe with SSUBSCRIBE unless the server lacks it, which
+	// the first subscription finds out (shardedNow) and records in mode.
+	sharded  bool
+	shard    shardSubs
+	probe    sync.Mutex
+	mode     atomic.Int32
+	sweeping sync.Once
 }
 
-func (r *redisPubSub) init(rdb redis.UniversalClient, nt *notifier) {
-	r.rdb, r.nt = rdb, nt
+// The modes of a sharded redisPubSub: not known yet, SSUBSCRIBE, or
+// SUBSCRIBE (a server without sharded pub/sub).
+const (
+	shardUnknown int32 = iota
+	shardOn
+	shardOff
+)
+
+func (r *redisPubSub) init(rdb redis.UniversalClient, nt *notifier, sharded bool) {
+	r.rdb, r.nt, r.sharded = rdb, nt, sharded
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.done = make(chan struct{})
+	if sharded {
+		r.shard.init(rdb, nt, r.ctx, &r.loops, nt.grants)
+	}
+}
+
+// shardedNow reports whether a subscription is to be sharded: with
+// WithShardedNotify, unless the server has no SPUBLISH. The first call asks
+// the server (an SPUBLISH nobody hears); an answer other than "unknown
+// command" — a timeout, say — leaves it undecided, to be asked again, and
+// counts as sharded.
+func (r *redisPubSub) shardedNow(ctx context.Context) bool {
+	if !r.sharded {
+		return false
+	}
+	switch r.mode.Load() {
+	case shardOn:
+		return true
+	case shardOff:
+		return false
+	}
+	r.probe.Lock()
+	defer r.probe.Unlock()
+	if m := r.mode.Load(); m != shardUnknown {
+		return m == shardOn
+	}
+	pctx, cancel := context.WithTimeout(ctx, confirmWait)
+	defer cancel()
+	err := r.rdb.SPublish(pctx, r.nt.grants, "").Err()
+	switch {
+	case err == nil:
+		r.mode.Store(shardOn)
+	case unknownCommand(err):
+		r.mode.Store(shardOff)
+		return false
+	}
+	r.sweeping.Do(func() {
+		r.loops.Add(1)
+		go r.sweep()
+	})
+	return true
+}
+
+// sweep drops the notifier's idle subscriptions every second, for a
+// sharded Client (the classic loop does it for a classic one).
+func (r *redisPubSub) sweep() {
+	defer r.loops.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case now := <-t.C:
+			r.nt.sweep(now)
+		case <-r.ctx.Done():
+			return
+		}
+	}
 }
 
 func (r *redisPubSub) subscribe(ctx context.Context, channels ...string) error {
@@ -839,6 +987,7 @@ func (r *redisPubSub) subscribe(ctx context.Context, channels ...string) error {
 	defer cancel()
 	err := ps.Subscribe(sctx, channels...)
 	if start {
+		r.loops.Add(1)
 		go r.loop(ps)
 	}
 	return err
@@ -856,7 +1005,7 @@ func (r *redisPubSub) unsubscribe(channels ...string) {
 }
 
 func (r *redisPubSub) loop(ps *redis.PubSub) {
-	defer close(r.done)
+	defer r.loops.Done()
 	lastSweep := time.Now()
 	for {
 		msg, err := ps.ReceiveTimeout(r.ctx, time.Second)
@@ -903,8 +1052,11 @@ func (r *redisPubSub) close() {
 	r.cancel()
 	if ps != nil {
 		_ = ps.Close()
-		<-r.done
 	}
+	if r.sharded {
+		r.shard.close()
+	}
+	r.loops.Wait()
 }
 
 // acquireAll takes every mutex lease of ns in one script, all or none,

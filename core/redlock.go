@@ -60,12 +60,12 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 	}
 	rl := &redlockBackend{quorum: len(nodes)/2 + 1, work: make(chan func()), quit: make(chan struct{})}
 	for i, rdb := range nodes {
-		rl.nodes = append(rl.nodes, &redisBackend{rdb: rdb, ackN: c.cfg.ackN, ackTimeout: c.cfg.ackTimeout})
+		rl.nodes = append(rl.nodes, &redisBackend{rdb: rdb, ackN: c.cfg.ackN, ackTimeout: c.cfg.ackTimeout, pubs: classicScripts})
 		rl.names = append(rl.names, nodeName(i, rdb))
 	}
 	c.setBackend(rl, 2*time.Second, CapNotify|CapReplicaAck|CapList|CapClaims)
 	for _, nd := range rl.nodes {
-		nd.ps.init(nd.rdb, c.nt)
+		nd.ps.init(nd.rdb, c.nt, false)
 	}
 	return c, nil
 }

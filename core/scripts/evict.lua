@@ -10,21 +10,21 @@ local n = 0
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('DEL', KEYS[1])
   next_fence(KEYS[2], ARGV[1])
-  redis.call('PUBLISH', KEYS[1], 'r:')
+  pub(KEYS[1], 'r:')
   n = n + 1
 end
 local permits = redis.call('ZCARD', KEYS[3])
 if permits > 0 then
   redis.call('DEL', KEYS[3], KEYS[4])
   next_fence(KEYS[5], ARGV[1])
-  redis.call('PUBLISH', KEYS[3], 'r:')
+  pub(KEYS[3], 'r:')
   n = n + permits
 end
 local rw = redis.call('EXISTS', KEYS[6]) + redis.call('ZCARD', KEYS[7])
 if rw > 0 then
   redis.call('DEL', KEYS[6], KEYS[7], KEYS[8])
   next_fence(KEYS[9], ARGV[1])
-  redis.call('PUBLISH', KEYS[6], 'r:')
+  pub(KEYS[6], 'r:')
   n = n + rw
 end
 return n

@@ -52,12 +52,12 @@ local function wait_grant(lease, fence, w, a, claim, retention, me)
     if tok and redis.call('ZSCORE', a, chan) then
       next_fence(fence, retention)
       redis.call('SET', lease, tok .. '|', 'PX', claim)
-      redis.call('PUBLISH', chan, 'g:' .. tok .. '|' .. lease)
-      redis.call('PUBLISH', lease .. ':o', 'g:' .. tok)
+      pub_to(lease, chan, 'g:' .. tok .. '|' .. lease)
+      pub(lease .. ':o', 'g:' .. tok)
       local nxt = redis.call('ZRANGE', w, 0, 0)[1]
       if nxt then
         local t2, c2 = wait_split(nxt)
-        if t2 then redis.call('PUBLISH', c2, 'n:' .. t2 .. '|' .. lease) end
+        if t2 then pub_to(lease, c2, 'n:' .. t2 .. '|' .. lease) end
         if c2 == chan then
           -- The next is the grantee's Client's too: if that process died,
           -- it hears neither, so the first waiter of another Client
@@ -65,7 +65,7 @@ local function wait_grant(lease, fence, w, a, claim, retention, me)
           for _, m2 in ipairs(redis.call('ZRANGE', w, 1, 64)) do
             local t3, c3 = wait_split(m2)
             if t3 and c3 ~= chan then
-              redis.call('PUBLISH', c3, 'n:' .. t3 .. '|' .. lease)
+              pub_to(lease, c3, 'n:' .. t3 .. '|' .. lease)
               break
             end
           end

@@ -32,7 +32,7 @@ if not owns(v, ARGV[1]) then
     local nxt = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
     local t2, c2
     if nxt then t2, c2 = wait_split(nxt) end
-    if t2 then redis.call('PUBLISH', c2, 'n:' .. t2 .. '|' .. KEYS[1]) end
+    if t2 then pub_to(KEYS[1], c2, 'n:' .. t2 .. '|' .. KEYS[1]) end
   end
   return 0
 end
@@ -49,5 +49,5 @@ if ARGV[4] == '' and waited and redis.call('EXISTS', KEYS[5], KEYS[6]) == 0 then
   return 1
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[1], 'r:' .. ARGV[4])
+pub(KEYS[1], 'r:' .. ARGV[4])
 return 1

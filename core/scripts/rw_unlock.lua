@@ -14,13 +14,13 @@ local function wake()
     if not head then break end
     local due = redis.call('ZSCORE', KEYS[4], head)
     if due and tonumber(due) > now then
-      redis.call('PUBLISH', KEYS[1], 'g:' .. head)
+      pub(KEYS[1], 'g:' .. head)
       return
     end
     redis.call('LPOP', KEYS[5])
     redis.call('HDEL', KEYS[6], head)
   end
-  redis.call('PUBLISH', KEYS[1], 'r:')
+  pub(KEYS[1], 'r:')
 end
 
 local waited = redis.call('ZREM', KEYS[4], ARGV[1]) == 1

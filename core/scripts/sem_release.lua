@@ -20,12 +20,12 @@ local function wake()
       local since = t and redis.call('HGET', KEYS[5], t)
       local chan = since and string.match(since, '^%d+|(.+)$')
       if chan then
-        redis.call('PUBLISH', chan, 'g:' .. t .. '|' .. KEYS[1])
+        pub_to(KEYS[1], chan, 'g:' .. t .. '|' .. KEYS[1])
         return
       end
     end
   end
-  redis.call('PUBLISH', KEYS[1], 'r:')
+  pub(KEYS[1], 'r:')
 end
 
 local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
