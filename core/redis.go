@@ -71,8 +71,8 @@ var (
 	queueTouchLua string
 
 	// Each script is the shared helpers it uses followed by its body. Those
-	// that publish come in two flavours (notifyScripts): classic pub/sub,
-	// named here, and sharded.
+	// that publish come in two flavours (notifyScripts), classic and
+	// sharded pub/sub; acquireScript and releaseScript name classic ones.
 	classicScripts     = newNotifyScripts(libPub)
 	shardedScripts     = newNotifyScripts(libPubSharded)
 	acquireScript      = classicScripts.acquire
