@@ -26,13 +26,20 @@ func markerTopologies(t *testing.T, f func(t *testing.T, rdb redis.UniversalClie
 		return
 	}
 	t.Run("cluster", func(t *testing.T) {
-		cl := redistest.StartCluster(t, 3)
-		var nodes []*redis.Client
-		for _, n := range cl.Nodes() {
-			nodes = append(nodes, n.Client(t))
-		}
+		cl, nodes := startCluster3(t)
 		f(t, cl.Client(t), func() redis.UniversalClient { return cl.Client(t) }, nodes)
 	})
+}
+
+// startCluster3 starts a 3-master Cluster and returns it with a client of
+// each master.
+func startCluster3(t *testing.T) (*redistest.Cluster, []*redis.Client) {
+	cl := redistest.StartCluster(t, 3)
+	var nodes []*redis.Client
+	for _, n := range cl.Nodes() {
+		nodes = append(nodes, n.Client(t))
+	}
+	return cl, nodes
 }
 
 // executed sums, over nodes, the calls of each command Redis executed
@@ -133,12 +140,13 @@ func releaseToWaiter(ctx context.Context, t *testing.T, h *core.Lock, got <-chan
 	return at.Sub(released), executed(t, nodes)
 }
 
-// waitWoken starts w.Lock(key) in the default mode and returns the time it
-// got the lock on a channel (zero, the error reported, if it failed).
-func waitWoken(ctx context.Context, t *testing.T, w *core.Client, key string) <-chan time.Time {
+// waitWoken starts w.Lock(key) (in the default mode, unless opts say
+// otherwise) and returns the time it got the lock on a channel (zero, the
+// error reported, if it failed).
+func waitWoken(ctx context.Context, t *testing.T, w *core.Client, key string, opts ...core.LockOption) <-chan time.Time {
 	got := make(chan time.Time, 1)
 	go func() {
-		l, err := w.Lock(ctx, key, core.WithWaitTimeout(15*time.Second))
+		l, err := w.Lock(ctx, key, append([]core.LockOption{core.WithWaitTimeout(15 * time.Second)}, opts...)...)
 		at := time.Now()
 		if err != nil {
 			t.Error(err)

@@ -696,17 +696,25 @@ func releaseNonce() string {
 // shard names the Cluster master that stores key ("" off Cluster, or when
 // the slot map cannot tell).
 func (b *redisBackend) shard(ctx context.Context, key string) string {
-	cc, ok := b.rdb.(*redis.ClusterClient)
-	if !ok {
-		return ""
+	addr, _ := clusterMaster(ctx, b.rdb, key)
+	return addr
+}
+
+// clusterMaster returns the address of the Cluster master that serves
+// key's slot, and ok; "" and false off Cluster, or when the slot map
+// cannot tell (within a second).
+func clusterMaster(ctx context.Context, rdb redis.UniversalClient, key string) (addr string, ok bool) {
+	cc, isCluster := rdb.(*redis.ClusterClient)
+	if !isCluster {
+		return "", false
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	m, err := cc.MasterForKey(ctx, key)
 	if err != nil {
-		return ""
+		return "", false
 	}
-	return m.Options().Addr
+	return m.Options().Addr, true
 }
 
 func (b *redisBackend) inspect(ctx context.Context, n names) (Info, error) {

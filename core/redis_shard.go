@@ -71,14 +71,11 @@ func (s *shardSubs) twin(channel string) string { return channel + s.suffix }
 // address on a Cluster, "" elsewhere, or the slot itself when the slot map
 // cannot tell (a connection of the slot's own).
 func (s *shardSubs) master(ctx context.Context, channel string) string {
-	cc, ok := s.rdb.(*redis.ClusterClient)
-	if !ok {
+	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
 		return ""
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	if m, err := cc.MasterForKey(ctx, channel); err == nil {
-		return m.Options().Addr
+	if addr, ok := clusterMaster(ctx, s.rdb, channel); ok {
+		return addr
 	}
 	return "slot " + strconv.Itoa(int(clusterSlot(channel)))
 }

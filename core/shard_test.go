@@ -29,18 +29,7 @@ func handOff(ctx context.Context, t *testing.T, rdb redis.UniversalClient, prefi
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan time.Time, 1)
-	go func() {
-		l, err := waiter.Lock(ctx, key, append(lo, core.WithWaitTimeout(15*time.Second))...)
-		at := time.Now()
-		if err != nil {
-			t.Error(err)
-			at = time.Time{}
-		} else {
-			_ = l.Release(ctx)
-		}
-		got <- at
-	}()
+	got := waitWoken(ctx, t, waiter, key, lo...)
 	if fair {
 		waitQueueLen(ctx, t, rdb, prefix, key, 1)
 	} else {
@@ -84,11 +73,7 @@ func TestShardedNotifyStaysInSlot(t *testing.T) {
 		t.Skip("starts a 3-master Cluster (not in -short)")
 	}
 	unfairOnly(t)
-	cl := redistest.StartCluster(t, 3)
-	var nodes []*redis.Client
-	for _, n := range cl.Nodes() {
-		nodes = append(nodes, n.Client(t))
-	}
+	cl, nodes := startCluster3(t)
 	rdb := cl.Client(t)
 	for _, tc := range []struct {
 		name    string
@@ -238,11 +223,7 @@ func TestShardedNotifyFollowsSlotMove(t *testing.T) {
 		t.Skip("starts a 3-master Cluster (not in -short)")
 	}
 	unfairOnly(t)
-	cl := redistest.StartCluster(t, 3)
-	var nodes []*redis.Client
-	for _, n := range cl.Nodes() {
-		nodes = append(nodes, n.Client(t))
-	}
+	cl, nodes := startCluster3(t)
 	ctx := ctxFor(t, time.Minute)
 	prefix := testPrefix()
 	lease := prefix + ":{m}"
@@ -255,18 +236,7 @@ func TestShardedNotifyFollowsSlotMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan time.Time, 1)
-	go func() {
-		l, err := waiter.Lock(ctx, "m", core.WithWaitTimeout(30*time.Second))
-		at := time.Now()
-		if err != nil {
-			t.Error(err)
-			at = time.Time{}
-		} else {
-			_ = l.Release(ctx)
-		}
-		got <- at
-	}()
+	got := waitWoken(ctx, t, waiter, "m")
 	from := ownerOf(ctx, t, nodes, lease)
 	to := (from + 1) % len(nodes)
 	waitShardSubscribers(ctx, t, nodes[from], lease)
