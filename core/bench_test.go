@@ -232,8 +232,8 @@ func BenchmarkRedisCluster(b *testing.B) {
 }
 
 // BenchmarkRedisClusterNotify hands keys over on a private 3-master
-// Cluster, with classic pub/sub (WithShardedNotify(false)) and sharded
-// (the Cluster default): two Clients, four goroutines each, on eight keys
+// Cluster, with classic pub/sub (the default) and sharded
+// (WithShardedNotify(true)): two Clients, four goroutines each, on eight keys
 // spread over the masters; each op is one Lock, a 100 µs hold and its
 // Release, so most releases have a waiter to tell. redis-cpu-µs/op is the
 // three masters' whole CPU per op, the cluster bus included: a PUBLISH

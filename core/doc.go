@@ -62,13 +62,13 @@
 //     joins the key's fair queue (as WithFair waiters do from the start),
 //     and the key is then handed over in arrival order until the queue
 //     drains (not on Redlock, which has no queue).
-//   - On a Cluster, notifications use sharded pub/sub (SPUBLISH, SSUBSCRIBE;
-//     Redis 7 and later, WithShardedNotify): each stays on the master of its
-//     key's slot instead of crossing the cluster bus to every master, and
-//     a Client holds one subscription connection per master it waits on,
-//     moved when a slot moves. Every Client sharing keys must notify the
-//     same way (see WithShardedNotify); a server without sharded pub/sub
-//     gets classic pub/sub.
+//   - With WithShardedNotify, notifications use sharded pub/sub (SPUBLISH,
+//     SSUBSCRIBE; Redis 7 and later): on a Cluster each stays on the master
+//     of its key's slot instead of crossing the cluster bus to every
+//     master, and a Client holds one subscription connection per master it
+//     waits on, moved when a slot moves. Every Client sharing keys must
+//     notify the same way; a server without sharded pub/sub gets classic
+//     pub/sub.
 //   - Release runs even on a cancelled context, so a cancelled request never
 //     strands a lease until its TTL.
 //   - A context from Do (or Lock.WithContext) carries the lease: nested lock

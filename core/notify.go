@@ -48,13 +48,14 @@ func (n *notifier) grantChannel(prefix string) string {
 // grantsReady reports whether grants on the grant channel are heard.
 func (n *notifier) grantsReady() bool { return n.granted.Load() }
 
-// heard reports whether notifications on channel are heard: its
-// subscription is confirmed.
+// heard reports whether notifications on channel are heard, and will be
+// until a waiter that asks now joins: its subscription is confirmed and
+// waiters are on it (an idle one may be swept before the waiter joins).
 func (n *notifier) heard(channel string) bool {
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	cs := n.chans[channel]
-	n.mu.Unlock()
-	if cs == nil {
+	if cs == nil || len(cs.waiters) == 0 {
 		return false
 	}
 	select {

@@ -71,8 +71,7 @@ type clientConfig struct {
 	observer   Observer
 	ackN       int
 	ackTimeout time.Duration
-	sharded    bool // WithShardedNotify's choice,
-	shardedSet bool // if given
+	sharded    bool // WithShardedNotify
 	err        error
 }
 
@@ -237,24 +236,24 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 
 // WithShardedNotify chooses how a Redis Client's notifications travel:
 // sharded pub/sub (SPUBLISH and SSUBSCRIBE, Redis 7 and later) when on,
-// classic pub/sub (PUBLISH and SUBSCRIBE) when off. Default: on for a
-// Cluster (*redis.ClusterClient), off otherwise.
+// classic pub/sub (PUBLISH and SUBSCRIBE) when off (the default).
 //
 // On a Cluster, a PUBLISH is broadcast over the cluster bus to every node,
 // so each release, grant and wake-up costs every master; a sharded one
 // stays on the master of the key's slot. The Client then opens one
-// subscription connection per master it waits on, instead of one in all.
-// On a server without sharded pub/sub (before Redis 7) the Client falls
-// back to classic pub/sub by itself.
+// subscription connection per master it waits on, instead of one in all,
+// and follows a slot that moves. On a server without sharded pub/sub
+// (before Redis 7) the Client falls back to classic pub/sub by itself.
 //
-// Every Client that shares keys must make the same choice: a waiter that
-// subscribed one way does not hear a release published the other way, and
-// waits for its timers instead (the holder's expiry, or its queue's touch
-// pace) — slower, never unsafe. To change it across a running fleet,
-// restart all its Clients with the new choice together, or accept slower
-// hand-offs while both kinds run. Ignored by NewMemory and NewRedlock.
+// Every Client that shares keys must make the same choice, so turn it on
+// for a whole fleet in one restart. A waiter that subscribed one way does
+// not hear a release or a grant published the other way: it waits for its
+// timers instead, and a queued waiter whose grant it never heard loses its
+// place (the grant lapses after its claim window), so while both kinds run
+// a waiter may not get a busy key at all. Never unsafe: no lease is ever
+// held twice. Ignored by NewMemory and NewRedlock.
 func WithShardedNotify(on bool) Option {
-	return clientOption(func(c *clientConfig) { c.sharded, c.shardedSet = on, true })
+	return clientOption(func(c *clientConfig) { c.sharded = on })
 }
 
 func validToken(tok string) bool {

@@ -144,11 +144,7 @@ func NewRedis(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	c.setBackend(rb, 2*time.Second, CapFair|CapNotify|CapReplicaAck|CapList|CapClaims|CapPrimitives)
 	rb.grants = c.nt.grantChannel(c.cfg.prefix)
 	rb.grantsArg = rb.grants
-	_, cluster := rdb.(*redis.ClusterClient)
-	sharded := cluster
-	if c.cfg.shardedSet {
-		sharded = c.cfg.sharded
-	}
+	sharded := c.cfg.sharded
 	if sharded {
 		rb.pubs = shardedScripts
 	}
@@ -951,8 +947,12 @@ func (r *redisPubSub) shardedNow(ctx context.Context) bool {
 		return false
 	}
 	r.sweeping.Do(func() {
-		r.loops.Add(1)
-		go r.sweep()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if !r.closed { // under mu, before close can wait
+			r.loops.Add(1)
+			go r.sweep()
+		}
 	})
 	return true
 }
@@ -982,6 +982,7 @@ func (r *redisPubSub) subscribe(ctx context.Context, channels ...string) error {
 	start := r.ps == nil
 	if start {
 		r.ps = r.rdb.Subscribe(r.ctx)
+		r.loops.Add(1) // under mu, before close can wait
 	}
 	ps := r.ps
 	r.mu.Unlock()
@@ -992,7 +993,6 @@ func (r *redisPubSub) subscribe(ctx context.Context, channels ...string) error {
 	defer cancel()
 	err := ps.Subscribe(sctx, channels...)
 	if start {
-		r.loops.Add(1)
 		go r.loop(ps)
 	}
 	return err

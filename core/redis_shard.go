@@ -46,6 +46,13 @@ type shardConn struct {
 	addr  string
 	ps    *redis.PubSub
 	chans map[string]struct{}
+	// send orders what is sent on ps: an SUNSUBSCRIBE (sent in the
+	// background, see unsubscribe) always goes out before a later
+	// SSUBSCRIBE of the same channel. Taken before shardSubs.mu.
+	send sync.Mutex
+	// pending counts, per channel, the SUNSUBSCRIBEs sent and not yet
+	// answered (under shardSubs.mu): their replies are not a slot move.
+	pending map[string]int
 }
 
 // shardMoveWait is how long a connection's channels wait before they are
@@ -85,16 +92,35 @@ func (s *shardSubs) master(ctx context.Context, channel string) string {
 // the classic connection, a failure still counts: go-redis keeps the
 // channels, and the connection's receive loop recovers them.
 func (s *shardSubs) subscribe(ctx context.Context, channels ...string) error {
+	return s.subscribeIf(ctx, false, channels)
+}
+
+// subscribeIf is subscribe; with moved, only of the channels still moving
+// (an unsubscribe during a move drops them), decided under the same lock
+// that registers them.
+func (s *shardSubs) subscribeIf(ctx context.Context, moved bool, channels []string) error {
 	addr := s.master(ctx, channels[0])
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return ErrClosed
 	}
+	if moved {
+		var still []string
+		for _, ch := range channels {
+			if s.moving[ch] {
+				still = append(still, ch)
+			}
+		}
+		if channels = still; len(channels) == 0 {
+			s.mu.Unlock()
+			return nil
+		}
+	}
 	sc := s.nodes[addr]
 	start := sc == nil
 	if start {
-		sc = &shardConn{addr: addr, ps: s.rdb.SSubscribe(s.ctx), chans: make(map[string]struct{})}
+		sc = &shardConn{addr: addr, ps: s.rdb.SSubscribe(s.ctx), chans: make(map[string]struct{}), pending: make(map[string]int)}
 		s.nodes[addr] = sc
 		s.loops.Add(1) // under mu, before close can wait
 	}
@@ -103,11 +129,12 @@ func (s *shardSubs) subscribe(ctx context.Context, channels ...string) error {
 		s.where[ch] = sc
 		delete(s.moving, ch)
 	}
-	ps := sc.ps
 	s.mu.Unlock()
 	sctx, cancel := context.WithTimeout(s.ctx, confirmWait)
 	defer cancel()
-	err := ps.SSubscribe(sctx, channels...)
+	sc.send.Lock()
+	err := sc.ps.SSubscribe(sctx, channels...)
+	sc.send.Unlock()
 	if start {
 		// Only now: a receive before the first SSUBSCRIBE would connect
 		// with no channel to route by, to any node.
@@ -116,9 +143,18 @@ func (s *shardSubs) subscribe(ctx context.Context, channels ...string) error {
 	return err
 }
 
-// unsubscribe drops channels; a connection left with none is closed.
+// unsubscribe drops channels; a connection left with none is closed. It
+// is called under the notifier's lock (its sweep), so it only does the
+// bookkeeping and sends in the background: go-redis holds a PubSub's lock
+// while it reconnects (up to its dial timeout), and the notifier must not
+// wait for that. A channel subscribed again on the same connection
+// meanwhile is left subscribed (send keeps the two in order).
 func (s *shardSubs) unsubscribe(channels ...string) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
 	drop := make(map[*shardConn][]string)
 	for _, ch := range channels {
 		delete(s.moving, ch)
@@ -128,26 +164,39 @@ func (s *shardSubs) unsubscribe(channels ...string) {
 			drop[sc] = append(drop[sc], ch)
 		}
 	}
-	var closing []*redis.PubSub
-	for sc := range drop {
-		if len(sc.chans) == 0 {
-			if s.nodes[sc.addr] == sc {
-				delete(s.nodes, sc.addr)
-			}
-			closing = append(closing, sc.ps)
-			delete(drop, sc)
+	for sc, chans := range drop {
+		empty := len(sc.chans) == 0
+		if empty && s.nodes[sc.addr] == sc {
+			delete(s.nodes, sc.addr) // a later subscribe opens another
+		}
+		s.loops.Add(1)
+		go s.sendUnsubscribe(sc, chans, empty)
+	}
+}
+
+// sendUnsubscribe closes sc if it was left with no channel, or else sends
+// SUNSUBSCRIBE for those of chans not subscribed on it again since.
+func (s *shardSubs) sendUnsubscribe(sc *shardConn, chans []string, empty bool) {
+	defer s.loops.Done()
+	if empty {
+		_ = sc.ps.Close()
+		return
+	}
+	sc.send.Lock()
+	defer sc.send.Unlock()
+	s.mu.Lock()
+	var gone []string
+	for _, ch := range chans {
+		if s.where[ch] != sc {
+			gone = append(gone, ch)
+			sc.pending[ch]++
 		}
 	}
 	s.mu.Unlock()
-	for _, ps := range closing {
-		_ = ps.Close()
-	}
-	for sc, chans := range drop {
-		ctx, cancel := context.WithTimeout(s.ctx, time.Second)
-		for _, group := range bySlot(chans) {
-			_ = sc.ps.SUnsubscribe(ctx, group...)
-		}
-		cancel()
+	ctx, cancel := context.WithTimeout(s.ctx, time.Second)
+	defer cancel()
+	for _, group := range bySlot(gone) {
+		_ = sc.ps.SUnsubscribe(ctx, group...)
 	}
 }
 
@@ -204,7 +253,13 @@ func (s *shardSubs) loop(sc *shardConn) {
 				s.nt.confirm(m.Channel)
 			case "sunsubscribe":
 				s.mu.Lock()
-				ours := s.where[m.Channel] == sc
+				asked := sc.pending[m.Channel] > 0
+				if asked {
+					if sc.pending[m.Channel]--; sc.pending[m.Channel] == 0 {
+						delete(sc.pending, m.Channel)
+					}
+				}
+				ours := !asked && s.where[m.Channel] == sc
 				s.mu.Unlock()
 				if ours { // not asked for: the master gave the slot up
 					s.move(sc)
@@ -243,19 +298,8 @@ func (s *shardSubs) move(sc *shardConn) {
 	for _, group := range bySlot(chans) {
 		// Twins first, as subscribe orders them: a channel's confirmation
 		// then says its twin is heard too.
-		s.mu.Lock()
-		var still []string
-		for _, ch := range group {
-			if s.moving[ch] {
-				still = append(still, ch)
-			}
-		}
-		s.mu.Unlock()
-		if len(still) == 0 {
-			continue
-		}
-		sortTwinsFirst(still, s.suffix)
-		_ = s.subscribe(s.ctx, still...)
+		sortTwinsFirst(group, s.suffix)
+		_ = s.subscribeIf(s.ctx, true, group)
 	}
 }
 

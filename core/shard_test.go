@@ -58,7 +58,8 @@ func waitExists(ctx context.Context, t *testing.T, rdb redis.UniversalClient, ke
 // TestShardedNotifyStaysInSlot: on a Cluster a release's notification and
 // a grant are published with SPUBLISH on the key's own master, and nowhere
 // else — no PUBLISH, which the cluster bus carries to every node — and
-// they wake the waiter. WithShardedNotify(false) keeps classic PUBLISH.
+// they wake the waiter, with WithShardedNotify(true); the default keeps
+// classic PUBLISH.
 // Keys over all three masters, in the default mode and WithFair.
 func TestShardedNotifyStaysInSlot(t *testing.T) {
 	if testing.Short() {
@@ -72,8 +73,8 @@ func TestShardedNotifyStaysInSlot(t *testing.T) {
 		opts    []core.Option
 		sharded bool
 	}{
-		{"default", nil, true},
-		{"classic", []core.Option{core.WithShardedNotify(false)}, false},
+		{"sharded", []core.Option{core.WithShardedNotify(true)}, true},
+		{"classic", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := ctxFor(t, 2*time.Minute)
@@ -219,9 +220,9 @@ func TestShardedNotifyFollowsSlotMove(t *testing.T) {
 	ctx := ctxFor(t, time.Minute)
 	prefix := testPrefix()
 	lease := prefix + ":{m}"
-	holder := mustNew(core.NewRedis(cl.Client(t), core.WithKeyPrefix(prefix)))
+	holder := mustNew(core.NewRedis(cl.Client(t), core.WithKeyPrefix(prefix), core.WithShardedNotify(true)))
 	defer holder.Close()
-	waiter := mustNew(core.NewRedis(cl.Client(t), core.WithKeyPrefix(prefix)))
+	waiter := mustNew(core.NewRedis(cl.Client(t), core.WithKeyPrefix(prefix), core.WithShardedNotify(true)))
 	defer waiter.Close()
 
 	h, err := holder.TryLock(ctx, "m", core.WithTTL(time.Minute))
