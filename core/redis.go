@@ -149,6 +149,9 @@ func NewRedis(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 		rb.pubs = shardedScripts
 	}
 	rb.ps.init(rdb, c.nt, sharded)
+	if sharded {
+		rb.ps.shard.fallback = rb.classicFallback
+	}
 	return c, nil
 }
 
@@ -846,6 +849,20 @@ func (b *redisBackend) subscribe(ctx context.Context, channel string) error {
 		return b.ps.subscribe(ctx, b.grants, channel)
 	}
 	return b.ps.subscribe(ctx, channel)
+}
+
+// classicFallback subscribes channels with classic pub/sub, with the
+// Client's grant channel, for good: the server refused SSUBSCRIBE (before
+// Redis 7) after a probe that could not tell. The scripts fall back to
+// PUBLISH by themselves.
+func (b *redisBackend) classicFallback(channels []string) {
+	b.ps.mode.Store(shardOff)
+	if !b.grantsAsked.Swap(true) {
+		channels = append([]string{b.grants}, channels...)
+	}
+	if len(channels) > 0 {
+		_ = b.ps.subscribe(b.ps.ctx, channels...)
+	}
 }
 
 func (b *redisBackend) unsubscribe(channels ...string) {

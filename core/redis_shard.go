@@ -33,6 +33,9 @@ type shardSubs struct {
 	ctx    context.Context // cancelled by the Client's Close
 	loops  *sync.WaitGroup // the receive loops, waited for by close
 	suffix string          // "|<grant channel>": a key's grant twin ends so
+	// fallback, if set, subscribes channels with classic pub/sub, for a
+	// server found to have no SSUBSCRIBE.
+	fallback func(channels []string)
 
 	mu     sync.Mutex
 	nodes  map[string]*shardConn // by master address ("" off Cluster)
@@ -230,12 +233,15 @@ func (s *shardSubs) loop(sc *shardConn) {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			if !errors.Is(err, redis.ErrClosed) && !unknownCommand(err) {
+			switch {
+			case errors.Is(err, redis.ErrClosed):
+			case unknownCommand(err) && s.fallback != nil:
+				// A server without SSUBSCRIBE, found after an undecided
+				// probe (redisPubSub.shardedNow): its channels go classic.
+				s.fallback(s.drop(sc))
+			default:
 				// Broken, or its channels refused (a moved slot, or a
 				// resubscription across slots): subscribe them afresh.
-				// A server without SSUBSCRIBE (found after an undecided
-				// probe, see redisPubSub.shardedNow) is not retried: its
-				// channels stay until swept, and their waiters use timers.
 				s.move(sc)
 			}
 			return
@@ -268,6 +274,26 @@ func (s *shardSubs) loop(sc *shardConn) {
 			}
 		}
 	}
+}
+
+// drop closes sc and returns its channels, grant twins left out.
+func (s *shardSubs) drop(sc *shardConn) []string {
+	s.mu.Lock()
+	if s.nodes[sc.addr] == sc {
+		delete(s.nodes, sc.addr)
+	}
+	var chans []string
+	for ch := range sc.chans {
+		if s.where[ch] == sc {
+			delete(s.where, ch)
+			if !strings.HasSuffix(ch, s.suffix) {
+				chans = append(chans, ch)
+			}
+		}
+	}
+	s.mu.Unlock()
+	_ = sc.ps.Close()
+	return chans
 }
 
 // move closes sc and subscribes its channels afresh, each slot on the

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,5 +177,67 @@ func TestShardSweptTwinKeepsNamedGrant(t *testing.T) {
 				t.Errorf("the waiter had the lock %v after its grant", took.Round(time.Millisecond))
 			}
 		})
+	}
+}
+
+// failProbe makes every SPUBLISH sent as a command (the Client's probe,
+// not the scripts') fail as a timeout would.
+type failProbe struct{}
+
+func (failProbe) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (failProbe) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (failProbe) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "spublish" {
+			cmd.SetErr(context.DeadlineExceeded)
+			return context.DeadlineExceeded
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestShardUndecidedProbeFallsBack: WithShardedNotify(true) on a server
+// without sharded pub/sub (miniredis, as Redis before 7) whose probe could
+// not tell (it timed out): the SSUBSCRIBE is refused, and the Client then
+// subscribes the key classic, for good, so the release still wakes its
+// waiter, default mode and fair.
+func TestShardUndecidedProbeFallsBack(t *testing.T) {
+	t.Cleanup(SetStarvationThreshold(time.Hour))
+	_, rdb := redistest.Miniredis(t, true)
+	rdb.AddHook(failProbe{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	holder := mustNew(NewRedis(rdb, WithKeyPrefix("lkprobe"), WithShardedNotify(true)))
+	defer holder.Close()
+	c := mustNew(NewRedis(rdb, WithKeyPrefix("lkprobe"), WithShardedNotify(true)))
+	defer c.Close()
+	for i, fair := range []bool{false, true} {
+		key := "k" + strconv.Itoa(i)
+		var lo []LockOption
+		if fair {
+			lo = append(lo, WithFair())
+		}
+		h, err := holder.TryLock(ctx, key, append(lo, WithTTL(time.Minute))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			_ = h.Release(ctx)
+		}()
+		start := time.Now()
+		l, err := c.Lock(ctx, key, append(lo, WithWaitTimeout(5*time.Second))...)
+		if err != nil {
+			t.Fatalf("fair %v: %v", fair, err)
+		}
+		_ = l.Release(ctx)
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("fair %v: the waiter had the lock %v after it began (released at 300 ms)", fair, d.Round(time.Millisecond))
+		}
+	}
+	if m := c.be.(*redisBackend).ps.mode.Load(); m != shardOff {
+		t.Errorf("mode %d, want classic (%d)", m, shardOff)
 	}
 }
