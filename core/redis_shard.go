@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -276,8 +277,9 @@ func (s *shardSubs) loop(sc *shardConn) {
 	}
 }
 
-// drop closes sc and returns its channels, grant twins left out.
-func (s *shardSubs) drop(sc *shardConn) []string {
+// take closes sc and returns the channels subscribed on it, out of the
+// maps; moving marks them as moving (see move).
+func (s *shardSubs) take(sc *shardConn, moving bool) []string {
 	s.mu.Lock()
 	if s.nodes[sc.addr] == sc {
 		delete(s.nodes, sc.addr)
@@ -286,9 +288,10 @@ func (s *shardSubs) drop(sc *shardConn) []string {
 	for ch := range sc.chans {
 		if s.where[ch] == sc {
 			delete(s.where, ch)
-			if !strings.HasSuffix(ch, s.suffix) {
-				chans = append(chans, ch)
+			if moving {
+				s.moving[ch] = true
 			}
+			chans = append(chans, ch)
 		}
 	}
 	s.mu.Unlock()
@@ -296,23 +299,15 @@ func (s *shardSubs) drop(sc *shardConn) []string {
 	return chans
 }
 
+// drop closes sc and returns its channels, grant twins left out.
+func (s *shardSubs) drop(sc *shardConn) []string {
+	return slices.DeleteFunc(s.take(sc, false), func(ch string) bool { return strings.HasSuffix(ch, s.suffix) })
+}
+
 // move closes sc and subscribes its channels afresh, each slot on the
 // master that serves it now, after shardMoveWait.
 func (s *shardSubs) move(sc *shardConn) {
-	s.mu.Lock()
-	if s.nodes[sc.addr] == sc {
-		delete(s.nodes, sc.addr)
-	}
-	var chans []string
-	for ch := range sc.chans {
-		if s.where[ch] == sc {
-			delete(s.where, ch)
-			s.moving[ch] = true
-			chans = append(chans, ch)
-		}
-	}
-	s.mu.Unlock()
-	_ = sc.ps.Close()
+	chans := s.take(sc, true)
 	select {
 	case <-time.After(shardMoveWait):
 	case <-s.ctx.Done():
