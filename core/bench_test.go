@@ -35,10 +35,15 @@ func benchCycle(b *testing.B, c *core.Client) {
 	}
 }
 
+// parallelism × GOMAXPROCS goroutines cycle in the parallel benchmarks:
+// 16 on two cores, as bench's parallel scenario runs.
+const parallelism = 8
+
 func benchParallel(b *testing.B, c *core.Client) {
 	ctx := context.Background()
 	var next atomic.Int64
 	b.ReportAllocs()
+	b.SetParallelism(parallelism)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		key := "bench:p:" + strconv.FormatInt(next.Add(1), 10)
@@ -123,6 +128,7 @@ func benchRawCycle(b *testing.B, cycle func(key string)) {
 func benchRawParallel(b *testing.B, cycle func(key string)) {
 	var next atomic.Int64
 	b.ReportAllocs()
+	b.SetParallelism(parallelism)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		key := "bench:raw:p:" + strconv.FormatInt(next.Add(1), 10)

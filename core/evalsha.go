@@ -28,7 +28,7 @@ func newLuaScript(src string) *luaScript {
 // the digest already boxed, where Script.Run takes the caller's keys and
 // arguments in two slices and copies them, boxing the digest again, into a
 // third: run's callers keep theirs on the stack.
-func (s *luaScript) run(ctx context.Context, rdb redis.UniversalClient, keys []string, args ...any) *redis.Cmd {
+func (s *luaScript) run(ctx context.Context, rdb processor, keys []string, args ...any) *redis.Cmd {
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, "evalsha", s.sha, len(keys))
 	for _, k := range keys {
@@ -44,7 +44,7 @@ func (s *luaScript) run(ctx context.Context, rdb redis.UniversalClient, keys []s
 	return cmd
 }
 
-func (s *luaScript) process(ctx context.Context, rdb redis.UniversalClient, a []any, keyed bool) *redis.Cmd {
+func (s *luaScript) process(ctx context.Context, rdb processor, a []any, keyed bool) *redis.Cmd {
 	cmd := redis.NewCmd(ctx, a...)
 	if keyed {
 		cmd.SetFirstKeyPos(3) // as go-redis's own EVALSHA: Cluster routes by the first key

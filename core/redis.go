@@ -138,7 +138,7 @@ func NewRedis(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	rb := &redisBackend{rdb: rdb, ackN: c.cfg.ackN, ackTimeout: c.cfg.ackTimeout, pubs: classicScripts}
+	rb := newRedisBackend(rdb, &c.cfg)
 	rb.defaultTTL = c.cfg.lock.ttl.Truncate(time.Millisecond)
 	rb.defaultTTLArg = rb.defaultTTL.Milliseconds()
 	c.setBackend(rb, 2*time.Second, CapFair|CapNotify|CapReplicaAck|CapList|CapClaims|CapPrimitives)
@@ -163,9 +163,22 @@ func isNil(v any) bool {
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
+// newRedisBackend is the backend of rdb, publishing classic, for NewRedis
+// or one of NewRedlock's nodes.
+func newRedisBackend(rdb redis.UniversalClient, cfg *clientConfig) *redisBackend {
+	b := &redisBackend{rdb: rdb, hot: rdb, ackN: cfg.ackN, ackTimeout: cfg.ackTimeout, pubs: classicScripts}
+	// A Cluster client splits a pipeline by node, a goroutine each, which
+	// cost more than the shared round trips saved (BenchmarkRedisCluster).
+	if c, ok := rdb.(*redis.Client); ok {
+		b.hot = &coalescer{rdb: c, lanes: coalesceLanes}
+	}
+	return b
+}
+
 // redisBackend keeps leases on one Redis deployment.
 type redisBackend struct {
 	rdb        redis.UniversalClient
+	hot        processor // rdb, or a coalescer in front of it
 	ps         redisPubSub
 	pubs       *notifyScripts // the scripts that publish, classic or sharded
 	ackN       int            // WithReplicaAck
@@ -392,7 +405,7 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 	} else {
 		var vb [2]int64
 		var v []int64
-		v, err = replyInts(script.run(ctx, b.rdb, keys, args...), vb[:0])
+		v, err = replyInts(script.run(ctx, b.hot, keys, args...), vb[:0])
 		if err == nil {
 			r, err = parseAcquire(v)
 		}
@@ -681,7 +694,7 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 	if n.waited {
 		waited = yesArg
 	}
-	v, err := b.pubs.release.run(ctx, b.rdb, keys, token, claimArg, retentionArg, nonce, b.grantsArg, waited).Int64()
+	v, err := b.pubs.release.run(ctx, b.hot, keys, token, claimArg, retentionArg, nonce, b.grantsArg, waited).Int64()
 	// A waiter giving up: out of W, or holding a grant it passed on.
 	b.unqueued(n, token)
 	return v == 1, err

@@ -60,7 +60,7 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 	}
 	rl := &redlockBackend{quorum: len(nodes)/2 + 1, work: make(chan func()), quit: make(chan struct{})}
 	for i, rdb := range nodes {
-		rl.nodes = append(rl.nodes, &redisBackend{rdb: rdb, ackN: c.cfg.ackN, ackTimeout: c.cfg.ackTimeout, pubs: classicScripts})
+		rl.nodes = append(rl.nodes, newRedisBackend(rdb, &c.cfg))
 		rl.names = append(rl.names, nodeName(i, rdb))
 	}
 	c.setBackend(rl, 2*time.Second, CapNotify|CapReplicaAck|CapList|CapClaims)

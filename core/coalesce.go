@@ -1,0 +1,151 @@
+package core
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// processor runs one command: a go-redis client, or a coalescer in front
+// of one.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// coalesceLanes is how many commands or pipelines a coalescer lets run at
+// once. Two or three kept a private Redis busiest on two cores with 16
+// goroutines cycling (bench/results/coalesce-ab-20261128.md); more lanes
+// make smaller pipelines.
+const coalesceLanes = 3
+
+// A coalescer sends the hot path's commands (acquisitions and releases)
+// that callers issue at the same time in one pipeline: one write and one
+// read for all of them, on the client and on the server, where each
+// would pay its own. It serves a single server or a Sentinel group (a
+// *redis.Client), not a Cluster.
+//
+// A caller that finds a lane free (fewer than lanes commands or pipelines
+// in flight) sends its command at once, exactly as without the coalescer:
+// a lone caller waits for nobody, and adds one uncontended mutex. The
+// others queue. When a lane frees, the first of the queue takes the whole
+// queue and sends it as one pipeline, answers the others, and passes the
+// lane on the same way. A queued caller whose ctx ends before its command
+// was taken leaves the queue, its command never sent; once taken, it
+// waits for the answer, so that it can tell what the command did (the
+// pipeline is bounded by the latest deadline among its callers').
+//
+// What a caller measures from before its call (a lease's start) includes
+// its time in the queue, so deadlines reckoned from it stay conservative.
+type coalescer struct {
+	rdb   *redis.Client
+	lanes int
+
+	mu    sync.Mutex
+	busy  int // lanes in use
+	queue []*queued
+}
+
+// queued is a command waiting for a lane. turn receives, once, the batch
+// to send when the receiver leads it (its first element is the receiver),
+// or nil once another caller's pipeline has answered its command.
+type queued struct {
+	ctx  context.Context
+	cmd  redis.Cmder
+	turn chan []*queued
+}
+
+var queuedPool = sync.Pool{New: func() any { return &queued{turn: make(chan []*queued, 1)} }}
+
+func (c *coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
+	c.mu.Lock()
+	if c.busy < c.lanes {
+		c.busy++
+		c.mu.Unlock()
+		err := c.rdb.Process(ctx, cmd)
+		c.pass()
+		return err
+	}
+	q := queuedPool.Get().(*queued)
+	q.ctx, q.cmd = ctx, cmd
+	c.queue = append(c.queue, q)
+	c.mu.Unlock()
+	var batch []*queued
+	select {
+	case batch = <-q.turn:
+	case <-ctx.Done():
+		c.mu.Lock()
+		i := slices.Index(c.queue, q)
+		if i >= 0 { // not taken: it was never sent
+			c.queue = slices.Delete(c.queue, i, i+1)
+		}
+		c.mu.Unlock()
+		if i >= 0 {
+			q.ctx, q.cmd = nil, nil
+			queuedPool.Put(q)
+			cmd.SetErr(context.Cause(ctx))
+			return cmd.Err()
+		}
+		batch = <-q.turn // taken: it is sent, or about to be
+	}
+	if batch != nil {
+		c.send(batch)
+		c.pass()
+	}
+	q.ctx, q.cmd = nil, nil
+	queuedPool.Put(q)
+	return cmd.Err()
+}
+
+// send runs batch as one pipeline, then answers its followers.
+func (c *coalescer) send(batch []*queued) {
+	lead := batch[0]
+	if len(batch) == 1 {
+		_ = c.rdb.Process(lead.ctx, lead.cmd)
+		return
+	}
+	// The pipeline is bounded by its callers' latest deadline (none if
+	// one of them has none), and carries the leader's values (a trace).
+	var latest time.Time
+	for _, q := range batch {
+		d, ok := q.ctx.Deadline()
+		if !ok {
+			latest = time.Time{}
+			break
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	ctx := context.WithoutCancel(lead.ctx)
+	if !latest.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest)
+		defer cancel()
+	}
+	pipe := c.rdb.Pipeline()
+	for _, q := range batch {
+		_ = pipe.Process(ctx, q.cmd)
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, q := range batch[1:] {
+		q.turn <- nil
+	}
+}
+
+// pass hands the caller's lane, with the whole queue, to the queue's
+// first, or frees it.
+func (c *coalescer) pass() {
+	c.mu.Lock()
+	if len(c.queue) == 0 {
+		c.busy--
+		c.mu.Unlock()
+		return
+	}
+	batch := c.queue
+	c.queue = nil
+	c.mu.Unlock()
+	batch[0].turn <- batch
+}
