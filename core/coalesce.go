@@ -92,18 +92,19 @@ func (c *coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
 	}
 	if batch != nil {
 		c.send(batch)
-		c.pass()
 	}
 	q.ctx, q.cmd = nil, nil
 	queuedPool.Put(q)
 	return cmd.Err()
 }
 
-// send runs batch as one pipeline, then answers its followers.
+// send runs batch as one pipeline, passes the lane on, then answers the
+// batch's followers.
 func (c *coalescer) send(batch []*queued) {
 	lead := batch[0]
 	if len(batch) == 1 {
 		_ = c.rdb.Process(lead.ctx, lead.cmd)
+		c.pass()
 		return
 	}
 	// The pipeline is bounded by its callers' latest deadline (none if
@@ -130,6 +131,7 @@ func (c *coalescer) send(batch []*queued) {
 		_ = pipe.Process(ctx, q.cmd)
 	}
 	_, _ = pipe.Exec(ctx)
+	c.pass() // the next batch first: its callers have waited longest
 	for _, q := range batch[1:] {
 		q.turn <- nil
 	}

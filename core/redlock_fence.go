@@ -60,7 +60,7 @@ func (b *redisBackend) acquireProposed(ctx context.Context, n names, token, valu
 	if b.ackN > 0 {
 		return b.acquireAcked(ctx, n, token, redlockAcquireScript, keys, args)
 	}
-	v, err := redlockAcquireScript.Run(ctx, b.rdb, keys, args...).Int64Slice()
+	v, err := redlockAcquireScript.run(ctx, b.hot, keys, args...).Int64Slice()
 	if err != nil {
 		return acquireResult{}, err
 	}
