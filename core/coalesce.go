@@ -16,9 +16,9 @@ type processor interface {
 }
 
 // coalesceLanes is how many commands or pipelines a coalescer lets run at
-// once. Two or three kept a private Redis busiest on two cores with 16
-// goroutines cycling (bench/results/coalesce-ab-20261128.md); more lanes
-// make smaller pipelines.
+// once. Three did best in bench's parallel scenario (16 goroutines on two
+// cores, bench/results/coalesce-ab-20261128.md): one lane serialises the
+// calls, more make smaller pipelines.
 const coalesceLanes = 3
 
 // A coalescer sends the hot path's commands (acquisitions and releases)

@@ -69,10 +69,11 @@
 //     waits on, moved when a slot moves. Every Client sharing keys must
 //     notify the same way; a server without sharded pub/sub gets classic
 //     pub/sub.
-//   - On Redis, acquisitions and releases that a Client's goroutines make
-//     at the same time share round trips: while three are under way, the
-//     next ones queue and go out together, in one pipeline, when one of
-//     them returns. A lone call waits for nobody. Hooks on the go-redis
+//   - On a Redis server or Sentinel group (not a Cluster), and on each
+//     Redlock node, acquisitions and releases that a Client's goroutines
+//     make at the same time share round trips: while three are under way,
+//     the next ones queue and go out together, in one pipeline, when one
+//     of them returns. A lone call waits for nobody. Hooks on the go-redis
 //     client see those in ProcessPipelineHook. A queued call whose context
 //     ends before it was sent is never sent.
 //   - Release runs even on a cancelled context, so a cancelled request never
