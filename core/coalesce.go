@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -64,9 +65,8 @@ func (c *coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
 	if c.busy < c.lanes {
 		c.busy++
 		c.mu.Unlock()
-		err := c.rdb.Process(ctx, cmd)
-		c.pass()
-		return err
+		defer c.pass() // even if a hook panics: the lane is not lost
+		return c.rdb.Process(ctx, cmd)
 	}
 	q := queuedPool.Get().(*queued)
 	q.ctx, q.cmd = ctx, cmd
@@ -99,12 +99,26 @@ func (c *coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
 }
 
 // send runs batch as one pipeline, passes the lane on, then answers the
-// batch's followers.
+// batch's followers. If a hook of the client panics, the followers get
+// errPanicked (their commands may have run, as after a broken
+// connection), the lane passes on, and the panic goes on up the leader's
+// call.
 func (c *coalescer) send(batch []*queued) {
+	answered := false
+	defer func() {
+		if answered {
+			return
+		}
+		for _, q := range batch[1:] {
+			q.cmd.SetErr(errPanicked)
+		}
+		c.answer(batch)
+	}()
 	lead := batch[0]
 	if len(batch) == 1 {
 		_ = c.rdb.Process(lead.ctx, lead.cmd)
-		c.pass()
+		answered = true
+		c.answer(batch)
 		return
 	}
 	// The pipeline is bounded by its callers' latest deadline (none if
@@ -131,11 +145,22 @@ func (c *coalescer) send(batch []*queued) {
 		_ = pipe.Process(ctx, q.cmd)
 	}
 	_, _ = pipe.Exec(ctx)
-	c.pass() // the next batch first: its callers have waited longest
+	answered = true
+	c.answer(batch)
+}
+
+// answer passes the lane on, then wakes batch's followers: the next
+// batch first, as its callers have waited longest.
+func (c *coalescer) answer(batch []*queued) {
+	c.pass()
 	for _, q := range batch[1:] {
 		q.turn <- nil
 	}
 }
+
+// errPanicked answers the commands of a pipeline that a hook of the
+// go-redis client panicked in, on another caller's goroutine.
+var errPanicked = errors.New("core: a go-redis hook panicked while the pipeline carrying this command ran")
 
 // pass hands the caller's lane, with the whole queue, to the queue's
 // first, or frees it.
