@@ -34,9 +34,10 @@ const coalesceLanes = 3
 // others queue. When a lane frees, the first of the queue takes the whole
 // queue and sends it as one pipeline, answers the others, and passes the
 // lane on the same way. A queued caller whose ctx ends before its command
-// was taken leaves the queue, its command never sent; once taken, it
-// waits for the answer, so that it can tell what the command did (the
-// pipeline is bounded by the latest deadline among its callers').
+// was taken leaves the queue, its command never sent (an unsentError; a
+// release then goes out on its own all the same); once taken, it waits
+// for the answer, so that it can tell what the command did (the pipeline
+// is bounded by the latest deadline among its callers').
 //
 // What a caller measures from before its call (a lease's start) includes
 // its time in the queue, so deadlines reckoned from it stay conservative.
@@ -85,7 +86,7 @@ func (c *coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
 		if i >= 0 {
 			q.ctx, q.cmd = nil, nil
 			queuedPool.Put(q)
-			cmd.SetErr(context.Cause(ctx))
+			cmd.SetErr(unsentError{context.Cause(ctx)})
 			return cmd.Err()
 		}
 		batch = <-q.turn // taken: it is sent, or about to be
@@ -96,6 +97,24 @@ func (c *coalescer) Process(ctx context.Context, cmd redis.Cmder) error {
 	q.ctx, q.cmd = nil, nil
 	queuedPool.Put(q)
 	return cmd.Err()
+}
+
+// unsentError is the error of a command that left a coalescer's queue
+// unsent, its caller's ctx ended: it wraps the ctx's cause. What must
+// reach the server all the same (a release) goes out on its own then
+// (redisBackend.releaseNonce).
+type unsentError struct{ cause error }
+
+func (e unsentError) Error() string {
+	return "not sent, every connection busy: " + e.cause.Error()
+}
+
+func (e unsentError) Unwrap() error { return e.cause }
+
+// unsent reports whether err is a command's that was never sent.
+func unsent(err error) bool {
+	var u unsentError
+	return errors.As(err, &u)
 }
 
 // send runs batch as one pipeline, passes the lane on, then answers the

@@ -74,8 +74,9 @@
 //     make at the same time share round trips: while three are under way,
 //     the next ones queue and go out together, in one pipeline, when one
 //     of them returns. A lone call waits for nobody. Hooks on the go-redis
-//     client see those in ProcessPipelineHook. A queued call whose context
-//     ends before it was sent is never sent.
+//     client see those in ProcessPipelineHook. A queued acquisition whose
+//     context ends before it was sent is never sent; a queued release
+//     then goes out on its own, as if it had been written to the socket.
 //   - Release runs even on a cancelled context, so a cancelled request never
 //     strands a lease until its TTL.
 //   - A context from Do (or Lock.WithContext) carries the lease: nested lock
