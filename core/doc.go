@@ -74,9 +74,14 @@
 //     make at the same time share round trips: while three are under way,
 //     the next ones queue and go out together, in one pipeline, when one
 //     of them returns. A lone call waits for nobody. Hooks on the go-redis
-//     client see those in ProcessPipelineHook. A queued acquisition whose
-//     context ends before it was sent is never sent; a queued release
-//     then goes out on its own, as if it had been written to the socket.
+//     client see those in ProcessPipelineHook, with the context of the
+//     batch's first caller (its trace span, its values); a batch lasts
+//     until the latest deadline among its callers', and a caller whose
+//     command went out in one waits for its answer even past its own
+//     deadline (a lease's expiry is still reckoned from before the call).
+//     A queued acquisition whose context ends before it was sent is never
+//     sent; a queued release then goes out on its own, as if it had been
+//     written to the socket.
 //   - Release runs even on a cancelled context, so a cancelled request never
 //     strands a lease until its TTL.
 //   - A context from Do (or Lock.WithContext) carries the lease: nested lock
