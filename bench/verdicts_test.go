@@ -133,3 +133,34 @@ func TestMemoryVerdict(t *testing.T) {
 		t.Errorf("no latchkey run: %v (%s)", v.outcome, v.measured)
 	}
 }
+
+func TestRedlockContendedVerdict(t *testing.T) {
+	contended := func(driver string, think float64, rate, waitP99 float64) Result {
+		return run("contended", driver, 8, think, func(r *Result) { r.Rate, r.WaitP99 = rate, waitP99 })
+	}
+	greedy := []Result{
+		contended("redsync5", 0, 650, 340000),
+		contended("latchkey-redlock5", 0, 600, 25000), // behind on the greedy table
+	}
+	for _, tc := range []struct {
+		name       string
+		rate, wait float64 // latchkey-redlock5's on the think table; redsync5: 400/s, 400 ms
+		want       outcome
+	}{
+		{"ahead on both", 640, 30000, met},
+		{"too few acquisitions", 560, 30000, notMet},
+		{"waits too long", 640, 90000, notMet},
+	} {
+		rs := append([]Result{contended("redsync5", 500, 400, 400000), contended("latchkey-redlock5", 500, tc.rate, tc.wait)}, greedy...)
+		v := redlockContendedVerdict(groups(rs))
+		if v.outcome != tc.want {
+			t.Errorf("%s: %v (%s), want %v", tc.name, v.outcome, v.measured, tc.want)
+		}
+		if !strings.Contains(v.measured, "think 500 µs; greedy (no think time): 0.92× the acq/s") {
+			t.Errorf("%s: the greedy table is not reported beside the judged one: %s", tc.name, v.measured)
+		}
+	}
+	if v := redlockContendedVerdict(groups(greedy)); v.outcome != unmeasured {
+		t.Errorf("greedy table alone: %v (%s), want not measured", v.outcome, v.measured)
+	}
+}
