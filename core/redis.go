@@ -179,9 +179,6 @@ func newRedisBackend(rdb redis.UniversalClient, cfg *clientConfig) *redisBackend
 type redisBackend struct {
 	rdb        redis.UniversalClient
 	hot        processor // rdb, or a coalescer in front of it
-	lateMu     sync.Mutex
-	late       sync.WaitGroup // releases under way that the coalescer could not send (releaseLate)
-	lateClosed bool           // close is waiting for late
 	ps         redisPubSub
 	pubs       *notifyScripts // the scripts that publish, classic or sharded
 	ackN       int            // WithReplicaAck
@@ -699,39 +696,19 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 	}
 	v, err := b.pubs.release.run(ctx, b.hot, keys, token, claimArg, retentionArg, nonce, b.grantsArg, waited).Int64()
 	if err != nil && unsent(err) {
-		b.releaseLate(ctx, keys, token, nonce, waited)
+		// It waited for the coalescer until its ctx ended (every lane's
+		// call hung on a stalled server, say). Dropped, it would leave the
+		// key held until its TTL and its waiters asleep: it goes out now,
+		// on a connection of its own, and its caller waits for it as for
+		// any release, so that the Client knows the release is on its way
+		// until it ends (an acquisition of its token meanwhile is voided).
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		v, err = b.pubs.release.run(lctx, b.rdb, keys, token, claimArg, retentionArg, nonce, b.grantsArg, waited).Int64()
+		cancel()
 	}
 	// A waiter giving up: out of W, or holding a grant it passed on.
 	b.unqueued(n, token)
 	return v == 1, err
-}
-
-// releaseLate sends, on its own connection and without waiting for it, a
-// release that waited for the coalescer until its ctx ended (every lane's
-// call hung on a stalled server, for instance). Dropped, it would leave
-// the key held until its TTL, its waiters not woken; sent, it runs once
-// the server answers again, as a release already written to the socket
-// would. Its caller is told the outcome is unknown (the ctx's error), as
-// after any release that timed out. close waits for it.
-func (b *redisBackend) releaseLate(ctx context.Context, keys []string, token, nonce string, waited any) {
-	keys = slices.Clone(keys) // the caller's are on its stack
-	send := func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		defer cancel()
-		_ = b.pubs.release.run(ctx, b.rdb, keys, token, claimArg, retentionArg, nonce, b.grantsArg, waited)
-	}
-	b.lateMu.Lock()
-	if b.lateClosed { // a release after close: nothing waits for a goroutine
-		b.lateMu.Unlock()
-		send()
-		return
-	}
-	b.late.Add(1)
-	b.lateMu.Unlock()
-	go func() {
-		defer b.late.Done()
-		send()
-	}()
 }
 
 // releaseNonce returns a value unique to one release (64 random bits).
@@ -938,13 +915,7 @@ func (b *redisBackend) unsubscribe(channels ...string) {
 	}
 }
 
-func (b *redisBackend) close() {
-	b.lateMu.Lock()
-	b.lateClosed = true
-	b.lateMu.Unlock()
-	b.late.Wait() // releases sent late (releaseLate), each within releaseTimeout
-	b.ps.close()
-}
+func (b *redisBackend) close() { b.ps.close() }
 
 // redisPubSub is the Client's subscriptions. Classic ones (SUBSCRIBE) share
 // one connection, whose goroutine starts with the first subscription and

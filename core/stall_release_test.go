@@ -2,9 +2,9 @@ package core_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,17 +16,19 @@ import (
 
 // A release that waits in the Client's queue for Redis (every call it may
 // have under way at once hangs on a stalled server) past its own 5 s must
-// still reach the server once the stall ends, as a release written to the
-// socket would: dropped, the key stays held until its TTL and its waiters
-// are not woken. From the review of the coalescer (its finding 1).
+// still reach the server, and its caller must learn what it did: dropped,
+// the key stays held until its TTL and its waiters are not woken. From the
+// review of the coalescer (its finding 1).
 func TestStalledReleaseStillRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault injection, 7 s: make ci runs it")
 	}
 	srv := redistest.StartServer(t)
 	// No read timeout shorter than the stall: the calls under way hang
-	// through it, as with a long ReadTimeout or a network that drops.
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 30 * time.Second})
+	// through it, as with a long ReadTimeout or a network that drops. A
+	// call's deadline bounds it (ContextTimeoutEnabled), so a release that
+	// found a lane free would fail at its 5 s, before the stall ends.
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 30 * time.Second, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix("stall")))
 	defer c.Close()
@@ -52,27 +54,134 @@ func TestStalledReleaseStillRuns(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // they are under way, or queued
 
+	// The stall outlasts the release's 5 s in the queue, then ends.
+	resumed := make(chan struct{})
+	go func() {
+		defer close(resumed)
+		time.Sleep(6 * time.Second)
+		srv.Resume(t)
+	}()
+	defer func() { <-resumed }()
 	// A caller's context (a request's): Release detaches from its
-	// cancellation and bounds itself by 5 s.
+	// cancellation and bounds its wait for the queue by 5 s.
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
 	start := time.Now()
 	err = l.Release(ctx)
-	t.Logf("Release during the stall: %v after %v", err, time.Since(start).Round(time.Millisecond))
-	if !errors.Is(err, core.ErrUnavailable) {
-		t.Fatalf("Release during the stall = %v, want ErrUnavailable (the test proves nothing)", err)
+	took := time.Since(start)
+	t.Logf("Release during the stall: %v after %v", err, took.Round(time.Millisecond))
+	if took < 5*time.Second {
+		t.Fatalf("Release returned after %v, before the queue's 5 s: the test proves nothing", took)
 	}
-	srv.Resume(t)
+	if err != nil {
+		t.Fatalf("Release = %v after the stall ended, want nil: the release never reached Redis", err)
+	}
+	info, err := c.Inspect(bg, "k")
+	if err != nil || info.Held {
+		t.Fatalf("after Release returned nil the key is held (%v, err %v)", info.TTL, err)
+	}
+}
 
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		info, err := c.Inspect(bg, "k")
-		if err == nil && !info.Held {
-			break
+// A release that left the queue unsent and went out on its own must be
+// over when Release returns, whatever it reports: a caller that takes its
+// key again under the same token (a retried job, WithToken) afterwards
+// must not have its new lease deleted under it by that release. From the
+// review of the first fix, which sent the release from a goroutine after
+// Release had returned.
+func TestStalledReleaseOverWhenReleaseReturns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault injection, 11 s: make ci runs it")
+	}
+	srv := redistest.StartServer(t)
+	g := &releaseGate{token: "job-7", open: make(chan struct{})}
+	newClient := func(h redis.Hook) *core.Client {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 30 * time.Second, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = rdb.Close() })
+		if h != nil {
+			rdb.AddHook(h)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("3 s after the stall the released key is still held (%v, err %v): the release never reached Redis", info.TTL, err)
+		c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix("stall2")))
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	c, c2 := newClient(g), newClient(nil)
+	bg := context.Background()
+	opts := []core.LockOption{core.WithToken("job-7"), core.WithTTL(time.Minute)}
+	l, err := c.TryLock(bg, "k", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Pause(t)
+	var once sync.Once
+	var wg sync.WaitGroup
+	resume := func() { once.Do(func() { srv.Resume(t); wg.Wait() }) }
+	defer resume()
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := c.TryLock(bg, fmt.Sprint("busy", i), core.WithTTL(time.Minute))
+			if err == nil {
+				_ = h.Release(bg)
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	g.armed.Store(true)
+	start := time.Now()
+	err = l.Release(ctx) // 5 s queued, then 5 s on its own: no answer
+	t.Logf("Release during the stall: %v after %v", err, time.Since(start).Round(time.Millisecond))
+	if err == nil {
+		t.Fatal("Release succeeded on a stalled server: the test proves nothing")
+	}
+	resume()
+
+	l2, err := c.TryLock(bg, "k", opts...) // the job, retried under its token
+	close(g.open)
+	if err != nil {
+		t.Fatalf("TryLock after the stall: %v", err)
+	}
+	defer l2.Release(bg)
+	time.Sleep(300 * time.Millisecond) // a late release would land meanwhile
+	if other, err := c2.TryLock(bg, "k", core.WithTTL(time.Minute)); err == nil {
+		defer other.Release(bg)
+		select {
+		case <-l2.Lost():
+			t.Fatalf("l2 (fence %d) was deleted by a release of its token that Release had returned from; another Client took the key (fence %d)", l2.Fence(), other.Fence())
+		default:
+			t.Fatalf("another Client holds k (fence %d) while l2 (fence %d) does, and l2 was never told", other.Fence(), l2.Fence())
 		}
-		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// releaseGate holds back, once armed, the first release of token sent as
+// a single command (not in a pipeline) until open is closed, for 1 s at
+// most: any delay between the decision to send it and its write (a
+// goroutine's start, a wait for a pooled connection, a dial, a hook).
+type releaseGate struct {
+	token string
+	armed atomic.Bool
+	open  chan struct{}
+}
+
+func (g *releaseGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *releaseGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (g *releaseGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		// EVALSHA/EVAL <script> 6 <keys...> <token> ...: release.lua's call
+		if a := cmd.Args(); len(a) > 9 && fmt.Sprint(a[2]) == "6" && fmt.Sprint(a[9]) == g.token && g.armed.CompareAndSwap(true, false) {
+			select {
+			case <-g.open:
+			case <-time.After(time.Second):
+			}
+		}
+		return next(ctx, cmd)
 	}
 }
