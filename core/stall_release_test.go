@@ -38,21 +38,7 @@ func TestStalledReleaseStillRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srv.Pause(t)
-	defer srv.Resume(t)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for i := range 8 { // more than the calls a Client runs at once
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h, err := c.TryLock(bg, fmt.Sprint("busy", i), core.WithTTL(time.Minute))
-			if err == nil {
-				_ = h.Release(bg)
-			}
-		}()
-	}
-	time.Sleep(200 * time.Millisecond) // they are under way, or queued
+	defer stallLanes(t, srv, c)()
 
 	// The stall outlasts the release's 5 s in the queue, then ends.
 	resumed := make(chan struct{})
@@ -112,22 +98,8 @@ func TestStalledReleaseOverWhenReleaseReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srv.Pause(t)
-	var once sync.Once
-	var wg sync.WaitGroup
-	resume := func() { once.Do(func() { srv.Resume(t); wg.Wait() }) }
+	resume := stallLanes(t, srv, c)
 	defer resume()
-	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h, err := c.TryLock(bg, fmt.Sprint("busy", i), core.WithTTL(time.Minute))
-			if err == nil {
-				_ = h.Release(bg)
-			}
-		}()
-	}
-	time.Sleep(200 * time.Millisecond)
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
 	g.armed.Store(true)
@@ -184,4 +156,27 @@ func (g *releaseGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		return next(ctx, cmd)
 	}
+}
+
+// stallLanes pauses srv and starts more acquisitions on c than c runs at
+// once, each hanging on the paused server, so that c's next call queues.
+// resume (idempotent) resumes srv and waits for them.
+func stallLanes(t *testing.T, srv *redistest.Server, c *core.Client) (resume func()) {
+	t.Helper()
+	srv.Pause(t)
+	var once sync.Once
+	var wg sync.WaitGroup
+	bg := context.Background()
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, err := c.TryLock(bg, fmt.Sprint("busy", i), core.WithTTL(time.Minute))
+			if err == nil {
+				_ = h.Release(bg)
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // they are under way, or queued
+	return func() { once.Do(func() { srv.Resume(t); wg.Wait() }) }
 }
