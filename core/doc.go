@@ -81,7 +81,7 @@
 //     deadline (a lease's expiry is still reckoned from before the call).
 //     A queued acquisition whose context ends before it was sent is never
 //     sent; a queued release then goes out on a connection of its own, and
-//     Release waits for it (5 s more at most).
+//     Release waits for it, bounded again as any release is.
 //   - Release runs even on a cancelled context, so a cancelled request never
 //     strands a lease until its TTL.
 //   - A context from Do (or Lock.WithContext) carries the lease: nested lock

@@ -695,7 +695,7 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 		waited = yesArg
 	}
 	v, err := b.pubs.release.run(ctx, b.hot, keys, token, claimArg, retentionArg, nonce, b.grantsArg, waited).Int64()
-	if err != nil && unsent(err) {
+	if unsent(err) {
 		// It waited for the coalescer until its ctx ended (every lane's
 		// call hung on a stalled server, say). Dropped, it would leave the
 		// key held until its TTL and its waiters asleep: it goes out now,
