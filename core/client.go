@@ -23,6 +23,7 @@ type Client struct {
 	caps Capability
 	nt   *notifier
 	wd   watchdog
+	ts   *turnstiles // Redlock's: see turnstiles
 
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
@@ -175,20 +176,57 @@ func (c *Client) acquire(ctx context.Context, key string, limit int, opts []Lock
 	if tok == "" {
 		tok = rand.Text()
 	}
-	st.attempts = 1
-	h, holderTTL, err := c.attempt(ctx, key, n, tok, &s, wait)
-	if h != nil || err != nil {
-		return h, err
-	}
-	if !wait {
-		return nil, fmt.Errorf("%w: %q", ErrNotAcquired, key)
-	}
 	start := time.Now()
+	var p *pass
+	if wait && c.ts != nil && limit == 0 && s.token == "" && s.retryBudget < 0 {
+		// One of this Client's callers at a time tries for the key (see
+		// turnstiles); a caller with a retry budget does not queue, so
+		// that the budget bounds its wait.
+		if p, err = c.ts.enter(ctx, c.done, n.lease); err != nil {
+			st.wait = time.Since(start)
+			if errors.Is(err, ErrClosed) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, err)
+		}
+		defer func() {
+			var took *lease
+			if h != nil {
+				took = h.l
+			}
+			p.leave(took)
+		}()
+	}
+	var holderTTL time.Duration
+	sibling := false // the key is held by this Client: wait for its release first
+	if p != nil && p.held != nil {
+		holderTTL, sibling = p.held.heldFor()
+	}
+	if !sibling {
+		st.attempts = 1
+		h, holderTTL, err = c.attempt(ctx, key, n, tok, &s, wait)
+		if h != nil || err != nil {
+			if p != nil && p.queued {
+				st.wait = time.Since(start)
+			}
+			return h, err
+		}
+		if !wait {
+			return nil, fmt.Errorf("%w: %q", ErrNotAcquired, key)
+		}
+	}
+	if p == nil || !p.queued {
+		start = time.Now()
+	}
 	if obs := c.cfg.observer; obs != nil {
 		_, end := obs.OpStart(ctx, OpWait, key, s.kind) // its context is not used
 		defer func() { end(OpResult{Err: err, Attempts: st.attempts, Wait: st.wait}) }()
 	}
-	h, err = c.wait(ctx, key, n, tok, &s, holderTTL, &st)
+	var held *lease
+	if sibling {
+		held = p.held
+	}
+	h, err = c.wait(ctx, key, n, tok, &s, holderTTL, held, &st)
 	st.wait = time.Since(start)
 	return h, err
 }
@@ -217,7 +255,11 @@ type acquireStats struct {
 }
 
 // wait is Lock's slow path: the key was held at the first attempt.
-func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *settings, holderTTL time.Duration, st *acquireStats) (*Lock, error) {
+//
+// held, if not nil, is a lease of this Client on the key when it made no
+// attempt yet: it first waits for that lease's release, unless the lease
+// ended before the subscription was in place.
+func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *settings, holderTTL time.Duration, held *lease, st *acquireStats) (*Lock, error) {
 	fail := func(cause error) (*Lock, error) {
 		return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, cause)
 	}
@@ -242,6 +284,7 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	sleepFirst := false
 	for retries := 0; ; retries++ {
 		if s.retryBudget >= 0 && retries >= s.retryBudget {
 			return fail(fmt.Errorf("retry budget of %d exhausted", s.retryBudget))
@@ -250,7 +293,12 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 		// before the subscription), unless the attempt queued naming the
 		// grant channel: a grant then reaches this waiter whenever it came
 		// (the notifier keeps one that came before the waiter joined).
-		if retries > 0 || s.named {
+		if retries == 0 && held != nil && c.nt.heard(n.lease) {
+			// A release from here on wakes it: if the lease still
+			// lives, there is nothing to try for until then.
+			holderTTL, sleepFirst = held.heldFor()
+		}
+		if retries > 0 || s.named || sleepFirst {
 			d := fallbackDelay(holderTTL, queued)
 			if _, ok := c.be.(toucher); ok && queued && n.limit == 0 {
 				d = touchDelay(holderTTL)

@@ -61,7 +61,9 @@
 //     WithRetryBudget. No waiter starves: a waiter that has waited 50 ms
 //     joins the key's fair queue (as WithFair waiters do from the start),
 //     and the key is then handed over in arrival order until the queue
-//     drains (not on Redlock, which has no queue).
+//     drains (not on Redlock, which has no queue: there a Client's Lock
+//     callers of a key take turns, one asking the nodes at a time, in
+//     arrival order).
 //   - With WithShardedNotify, notifications use sharded pub/sub (SPUBLISH,
 //     SSUBSCRIBE; Redis 7 and later): on a Cluster each stays on the master
 //     of its key's slot instead of crossing the cluster bus to every

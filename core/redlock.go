@@ -27,7 +27,13 @@ import (
 // release returns as soon as a majority deleted the lease; the other nodes'
 // deletes follow (Close waits for them). Renewal needs a majority too, and re-creates the lease on a node that lost it
 // (restarted empty) while a majority still holds it. The fence is the
-// highest of the nodes' counters. The client proposes the same fence to
+// highest of the nodes' counters. A Client's own Lock and Do callers of
+// one key take turns: one at a time asks the nodes, the others wait in
+// line in arrival order (a caller that released the key and asks again
+// joins the end of it), so they never split the nodes' votes among
+// themselves; a caller whose Client holds the key waits for its release
+// before asking. TryLock, WithToken and WithRetryBudget callers do not
+// wait in line. The client proposes the same fence to
 // every node (its clock in µs plus 100 ms), and a node that seeds a missing
 // counter takes it, up to 200 ms above its own clock: so on a fresh key
 // nodes with clocks that roughly agree return equal fences. When fewer than
@@ -64,6 +70,7 @@ func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) 
 		rl.names = append(rl.names, nodeName(i, rdb))
 	}
 	c.setBackend(rl, 2*time.Second, CapNotify|CapReplicaAck|CapList|CapClaims)
+	c.ts = &turnstiles{}
 	for _, nd := range rl.nodes {
 		nd.ps.init(nd.rdb, c.nt, false)
 	}
