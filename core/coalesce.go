@@ -37,7 +37,8 @@ const coalesceLanes = 3
 // was taken leaves the queue, its command never sent (an unsentError; a
 // release then goes out on its own all the same); once taken, it waits
 // for the answer, so that it can tell what the command did (the pipeline
-// is bounded by the latest deadline among its callers').
+// is bounded by the latest deadline among its callers that have one: see
+// send).
 //
 // What a caller measures from before its call (a lease's start) includes
 // its time in the queue, so deadlines reckoned from it stay conservative.
@@ -122,6 +123,14 @@ func unsent(err error) bool {
 // errPanicked (their commands may have run, as after a broken
 // connection), the lane passes on, and the panic goes on up the leader's
 // call.
+//
+// A command whose caller's ctx ended before it went out is not sent (an
+// unsentError, so that a release goes out on its own). The rest are
+// bounded by the latest deadline among their callers that have one —
+// those without one too, so that one caller without a deadline does not
+// unbound the others' wait — and by none if none has one; but by no less
+// than sendGrace, so that a command taken is sent, never failed before it
+// was written (which would leave it neither sent nor unsent).
 func (c *coalescer) send(batch []*queued) {
 	answered := false
 	defer func() {
@@ -133,39 +142,49 @@ func (c *coalescer) send(batch []*queued) {
 		}
 		c.answer(batch)
 	}()
-	lead := batch[0]
-	if len(batch) == 1 {
-		_ = c.rdb.Process(lead.ctx, lead.cmd)
-		answered = true
-		c.answer(batch)
-		return
-	}
-	// The pipeline is bounded by its callers' latest deadline (none if
-	// one of them has none), and carries the leader's values (a trace).
 	var latest time.Time
+	ready := make([]redis.Cmder, 0, len(batch))
 	for _, q := range batch {
-		d, ok := q.ctx.Deadline()
-		if !ok {
-			latest = time.Time{}
-			break
+		if q.ctx.Err() != nil {
+			q.cmd.SetErr(unsentError{context.Cause(q.ctx)})
+			continue
 		}
-		if d.After(latest) {
+		ready = append(ready, q.cmd)
+		if d, ok := q.ctx.Deadline(); ok && d.After(latest) {
 			latest = d
 		}
 	}
-	ctx := context.WithoutCancel(lead.ctx)
+	// The commands carry the leader's values (a trace).
+	ctx := context.WithoutCancel(batch[0].ctx)
 	if !latest.IsZero() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
+		ctx, cancel = context.WithDeadline(ctx, later(latest, time.Now().Add(sendGrace)))
 		defer cancel()
 	}
-	pipe := c.rdb.Pipeline()
-	for _, q := range batch {
-		_ = pipe.Process(ctx, q.cmd)
+	switch len(ready) {
+	case 0:
+	case 1:
+		_ = c.rdb.Process(ctx, ready[0])
+	default:
+		pipe := c.rdb.Pipeline()
+		for _, cmd := range ready {
+			_ = pipe.Process(ctx, cmd)
+		}
+		_, _ = pipe.Exec(ctx)
 	}
-	_, _ = pipe.Exec(ctx)
 	answered = true
 	c.answer(batch)
+}
+
+// sendGrace is the least time a coalesced command is given to be sent
+// and answered (see send).
+const sendGrace = 20 * time.Millisecond
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // answer passes the lane on, then wakes batch's followers: the next

@@ -226,7 +226,8 @@ func TestCoalescerQueuedCallerLeaves(t *testing.T) {
 }
 
 // A caller whose command a pipeline took waits for its answer even when
-// its ctx ends meanwhile: it must know what the command did.
+// its ctx ends meanwhile: it must know what the command did. The
+// pipeline lasts until the latest deadline among its callers'.
 func TestCoalescerTakenCallerWaits(t *testing.T) {
 	c, h := newGated(t, 1)
 	h.slowPipe = 400 * time.Millisecond
@@ -236,10 +237,12 @@ func TestCoalescerTakenCallerWaits(t *testing.T) {
 	waitBusy(t, c)
 	sctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
+	lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer lcancel()
 	short := redis.NewStatusCmd(sctx, "set", "b", "2")
-	long := redis.NewStatusCmd(ctx, "set", "c", "3")
+	long := redis.NewStatusCmd(lctx, "set", "c", "3")
 	errs := make(chan error, 2)
-	go func() { errs <- c.Process(ctx, long) }() // it leads the pipeline
+	go func() { errs <- c.Process(lctx, long) }() // it leads the pipeline
 	waitQueued(t, c, 1)
 	go func() { errs <- c.Process(sctx, short) }()
 	waitQueued(t, c, 2)
@@ -339,4 +342,60 @@ func TestCoalescedLocksExclude(t *testing.T) {
 		t.Error("no script went out in a pipeline: the test did not exercise the coalescer")
 	}
 	t.Logf("%d scripts pipelined", h.piped.Load())
+}
+
+// lapsing is a context whose deadline has passed though it does not say
+// so yet (its Err is nil): the moment between a caller's check of its
+// context and the command's write.
+type lapsing struct{ context.Context }
+
+func (lapsing) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// A batch's command whose caller's context ended before it went out is
+// not sent and says so (unsentError: a release then goes out on its own);
+// one whose deadline lapses as it goes out is sent all the same — never
+// failed before it was written, which would leave it neither sent nor
+// unsent, and a release dropped. From the review of the coalescer.
+func TestCoalescerSendsOrMarksUnsent(t *testing.T) {
+	mr := miniredis.RunT(t)
+	// The calls' deadlines bound their reads and writes.
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	bg := context.Background()
+	ended, cancel := context.WithCancel(bg)
+	cancel()
+	for _, tc := range []struct {
+		name string
+		ctxs []context.Context
+	}{
+		{"alone, lapsing", []context.Context{lapsing{bg}}},
+		{"leader ended", []context.Context{ended, lapsing{bg}}},
+		{"follower ended", []context.Context{lapsing{bg}, ended, lapsing{bg}}},
+		{"all ended", []context.Context{ended, ended}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mr.FlushAll()
+			c := &coalescer{rdb: rdb, lanes: 1, busy: 1} // the lane the batch's leader took
+			var batch []*queued
+			for i, ctx := range tc.ctxs {
+				batch = append(batch, &queued{ctx: ctx, cmd: redis.NewStatusCmd(ctx, "set", fmt.Sprint("k", i), "1"), turn: make(chan []*queued, 1)})
+			}
+			c.send(batch)
+			for i, q := range batch {
+				reached, err := mr.Exists(fmt.Sprint("k", i)), q.cmd.Err()
+				if q.ctx == ended {
+					if !unsent(err) || reached {
+						t.Errorf("command %d, its context ended before it went out: %v, reached the server %v; want unsent, not reached", i, err, reached)
+					}
+					continue
+				}
+				if err != nil || !reached {
+					t.Errorf("command %d, its deadline lapsing as it went out: %v, reached the server %v; want sent", i, err, reached)
+				}
+			}
+			if c.busy != 0 {
+				t.Errorf("lanes busy after the batch: %d", c.busy)
+			}
+		})
+	}
 }

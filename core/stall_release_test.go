@@ -180,3 +180,82 @@ func stallLanes(t *testing.T, srv *redistest.Server, c *core.Client) (resume fun
 	time.Sleep(200 * time.Millisecond) // they are under way, or queued
 	return func() { once.Do(func() { srv.Resume(t); wg.Wait() }) }
 }
+
+// A caller batched with another caller's call that has no deadline is
+// still bounded by its own: one goroutine's context.Background() must not
+// make another's WithWaitTimeout wait for as long as Redis hangs. From the
+// review of the coalescer.
+func TestBatchedWaitBoundedBesideNoDeadline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault injection, 2 s: make ci runs it")
+	}
+	srv := redistest.StartServer(t)
+	// Only the calls' deadlines bound them: no read or write timeout, no
+	// retries.
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: -1, WriteTimeout: -1,
+		ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer rdb.Close()
+	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix("bound")))
+	defer c.Close()
+	bg := context.Background()
+	var wg sync.WaitGroup
+	for i := range 6 { // connections open, scripts loaded
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if l, err := c.TryLock(bg, fmt.Sprint("warm", i)); err == nil {
+				_ = l.Release(bg)
+			}
+		}()
+	}
+	wg.Wait()
+
+	srv.Pause(t)
+	paused := true
+	resume := func() {
+		if paused {
+			srv.Resume(t)
+			paused = false
+		}
+	}
+	defer func() { resume(); wg.Wait() }()
+	for i := range 3 { // calls bounded at 300 ms take the lanes
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
+			defer cancel()
+			_, _ = c.TryLock(ctx, fmt.Sprint("busy", i))
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	wg.Add(1)
+	go func() { // a background job's call, without a deadline, queues
+		defer wg.Done()
+		if l, err := c.TryLock(bg, "other"); err == nil {
+			_ = l.Release(bg)
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		l, err := c.Lock(bg, "mine", core.WithWaitTimeout(time.Second))
+		if err == nil {
+			_ = l.Release(bg)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Lock got the key from a paused server")
+		}
+		t.Logf("Lock with WithWaitTimeout(1s) returned after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(5 * time.Second):
+		resume()
+		err := <-done
+		t.Fatalf("Lock with WithWaitTimeout(1s) still waited after 5 s, batched with a call without a deadline (it returned once Redis resumed, after %v: %v)",
+			time.Since(start).Round(time.Millisecond), err)
+	}
+}
