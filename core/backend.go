@@ -6,19 +6,19 @@ import (
 	"time"
 )
 
-// fenceRetention is how long a fence counter lives from its seeding. When it
-// is gone the next acquisition seeds it again from the server clock in
-// microseconds, which is above every fence handed out before (a counter
-// gains one per acquisition, the clock a million per second, and the
-// counter it replaces was seeded at least fenceRetention earlier). So
-// fences keep rising, a released key leaves nothing in Redis after
-// fenceRetention, and no acquisition pays for refreshing an expiry: a busy
-// key is reseeded once per fenceRetention.
+// fenceRetention is how long a fence counter lives from the last
+// acquisition that set it. A fence is one above the counter and never below
+// the server clock in microseconds (lib_fence.lua): when the counter is
+// gone (expired, lost) or stale (a snapshot, a lagging replica promoted),
+// the clock is above every fence handed out before (a counter gains one
+// per acquisition, the clock a million per second). So fences keep rising,
+// and a released key leaves nothing in Redis after fenceRetention.
 //
 // The assumption: the server's clock never steps back by fenceRetention or
-// more. A counter reseeded after such a step could start below fences
-// handed out before it (a step back while a counter lives is harmless: the
-// counter only counts up).
+// more, nor, across a restart or failover, by more than the time it took.
+// A counter set after such a step could stand below fences handed out
+// before it (a step back while a counter lives is harmless: the counter
+// only counts up).
 const fenceRetention = 5 * time.Minute
 
 // names are the storage names of one lock key. They share the hash tag

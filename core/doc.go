@@ -8,11 +8,13 @@
 //     on it in one Lua script, so nobody releases or extends a lease they do
 //     not hold (ErrNotHeld), and a stale handle never disturbs the new owner.
 //   - The fence strictly increases with every acquisition of the key, across
-//     clients, processes and restarts of a Redis that lost its data (the
-//     counter is seeded from the server clock in microseconds, and reseeded
-//     five minutes later, so a released key leaves nothing in Redis after
-//     five minutes; this assumes the server's clock never steps back by five
-//     minutes or more). Pass it with
+//     clients, processes and restarts or failovers of a Redis that lost
+//     data, all of it or only the latest writes (a fence is one above the
+//     key's counter and never below the server clock in microseconds; the
+//     counter lives five minutes from the last acquisition, so a released
+//     key leaves nothing in Redis after five minutes; this assumes the
+//     server's clock never steps back by five minutes or more, nor, across
+//     a restart or failover, by more than the time it took). Pass it with
 //     every protected write and let storage reject lower fences: a holder
 //     that paused past its TTL (GC, swap, a slow network) then cannot
 //     overwrite its successor.

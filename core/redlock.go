@@ -27,18 +27,19 @@ import (
 // release returns as soon as a majority deleted the lease; the other nodes'
 // deletes follow (Close waits for them). Renewal needs a majority too, and re-creates the lease on a node that lost it
 // (restarted empty) while a majority still holds it. The fence is the
-// highest of the nodes' counters. A Client's own Lock and Do callers of
-// one key take turns: one at a time asks the nodes, the others wait in
-// line in arrival order (a caller that released the key and asks again
-// joins the end of it), so they never split the nodes' votes among
-// themselves; a caller whose Client holds the key waits for its release
-// before asking. TryLock, WithToken and WithRetryBudget callers do not
-// wait in line. The client proposes the same fence to
-// every node (its clock in µs plus 100 ms), and a node that seeds a missing
-// counter takes it, up to 200 ms above its own clock: so on a fresh key
-// nodes with clocks that roughly agree return equal fences. When fewer than
-// a majority returned the highest, it is written back to a majority before
+// highest of the nodes' counters. The client proposes the same fence to
+// every node (its clock in µs plus 100 ms), and a node whose counter is
+// below it takes it, up to 200 ms above its own clock: so nodes with
+// clocks that roughly agree return equal fences. When fewer than a
+// majority returned the highest, it is written back to a majority before
 // the lock is returned. Either way the next holder's fence is higher.
+//
+// A Client's own Lock and Do callers of one key take turns: one at a time
+// asks the nodes, the others wait in line in arrival order (a caller that
+// released the key and asks again joins the end of it), so they never
+// split the nodes' votes among themselves; a caller whose Client holds the
+// key waits for its release before asking. TryLock, WithToken and
+// WithRetryBudget callers do not wait in line.
 //
 // What Redlock does not guarantee: its safety assumes bounded clock drift
 // and process pauses. A node whose clock jumps forward expires the lease

@@ -9,7 +9,7 @@ import (
 )
 
 // Redlock's fence: each node's counter, the client's proposal that makes
-// nodes seeding a key agree, and the write-back when they do not.
+// the nodes agree, and the write-back when they do not.
 
 var (
 	//go:embed scripts/redlock_acquire.lua
@@ -19,27 +19,29 @@ var (
 )
 
 // fenceLead is how far ahead of its own clock a Redlock client proposes the
-// fence of an acquisition. A node that has to seed a missing counter (a
-// fresh key, an expired counter, a server restarted empty) seeds it with
-// the proposal when that is above its own clock, by at most FENCE_LEAD_MAX
-// (200 ms, lib_fence.lua); a counter that exists counts on by one, as on a
-// single server. So on a fresh key the nodes whose clocks are within about
-// 100 ms of the client's (less the time the request takes to reach them)
-// all return the proposal, the client finds a majority agreeing and writes
-// nothing back (settleFence). Nodes further off seed from their own clocks
-// and the write-back settles them, as before.
+// fence of an acquisition. A node whose counter is below the proposal (a
+// fresh key, an expired counter, a server restarted, or simply the clock
+// having moved on since the last acquisition) takes the proposal when that
+// is above its own clock, by at most FENCE_LEAD_MAX (200 ms,
+// lib_fence.lua), else its clock; a counter above both counts on by one, as
+// on a single server. So the nodes whose clocks are within about 100 ms of
+// the client's (less the time the request takes to reach them) all return
+// the proposal, the client finds a majority agreeing and writes nothing
+// back (settleFence). Nodes further off take their own clocks and the
+// write-back settles them, as before.
 //
-// What this costs the restart argument of lib_fence.lua (a counter seeded
-// after a data-losing restart is above every fence handed out before): a
-// seed may now stand up to 200 ms above its server's clock, where before it
-// was the clock (and a write-back could raise a counter by the skew to
-// other nodes' clocks). The seed after a restart is at least the server's
-// clock and the capped proposal of the acquisition that seeds it. So a
-// fence can fail to rise only if a majority restarts empty within 200 ms
-// (plus that skew, plus a µs per acquisition since) of the seeding of the
-// counters it lost, and the next client's clock is behind the one that
-// seeded them by more than the time in between. A client's clock, however
-// far off, seeds no counter more than 200 ms ahead of its server's.
+// What this costs the restart argument of lib_fence.lua (after a restart
+// that lost a counter or brought back a stale one, the server clock is
+// above every fence handed out before): a fence may stand up to 200 ms
+// above its server's clock, where it would otherwise be the clock (and a
+// write-back could raise a counter by the skew to other nodes' clocks). A
+// fence after a restart is at least the server's clock and the capped
+// proposal of its acquisition. So a fence can fail to rise only if a
+// majority restarts within 200 ms (plus that skew, plus a µs per
+// acquisition since) of the fences it lost, and the next client's clock is
+// behind the one that proposed them by more than the time in between. A
+// client's clock, however far off, sets no counter more than 200 ms ahead
+// of its server's.
 const fenceLead = 100 * time.Millisecond
 
 // fenceProposal is the fence a Redlock acquisition proposes to every node:

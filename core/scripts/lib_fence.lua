@@ -1,27 +1,32 @@
--- next_fence increments the fence counter. A missing counter (first use,
--- expired, or a server restarted empty) is seeded from the server clock in
--- microseconds, above every fence handed out before: a counter gains one
--- per acquisition, the clock a million per second. The seeded counter
--- expires after the retention and is seeded again, so idle keys cost
--- nothing for long and a busy one pays no expiry refresh per acquisition.
+-- next_fence returns the key's next fence: one above its counter, and
+-- never below the server clock in microseconds. A fence is thus at least
+-- the time it was handed out, and the next one is above every fence handed
+-- out before even when the counter is missing (first use, expired, or a
+-- server restarted empty) or stale (a server restarted from a snapshot, a
+-- replica promoted before it had the latest writes): the clock has moved
+-- on past them, by far more than a counter gains (one per acquisition
+-- against a million a second). This assumes the server's clock does not
+-- step back further than the time such a restart or failover takes; a
+-- counter that lives counts on from where it was, whatever the clock does.
+-- A counter that the clock overtook is set to the fence, with the
+-- retention as its expiry, so idle keys cost nothing for long.
 --
 -- Only Redlock passes proposed: a fence in microseconds that its client
--- sends, the same, to every node (redlock_fence.go). A missing counter is
--- seeded with the proposal instead when it is above the server clock, by
--- at most FENCE_LEAD_MAX, so the nodes that seed a key together agree.
+-- sends, the same, to every node (redlock_fence.go). The floor is then the
+-- proposal instead of the server clock when it is above the clock, by at
+-- most FENCE_LEAD_MAX, so that the nodes agree.
 local FENCE_LEAD_MAX = 200000
 
 local function next_fence(key, retention, proposed)
   local f = redis.call('INCR', key)
-  if f == 1 then
-    local t = redis.call('TIME')
-    local seed = t[1] .. string.format('%06d', tonumber(t[2]))
-    if proposed then
-      local now = tonumber(seed)
-      seed = string.format('%.0f', math.max(now, math.min(tonumber(proposed), now + FENCE_LEAD_MAX)))
-    end
-    redis.call('SET', key, seed, 'PX', retention)
-    return tonumber(seed)
+  local t = redis.call('TIME')
+  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if proposed then
+    floor = math.max(floor, math.min(tonumber(proposed), floor + FENCE_LEAD_MAX))
+  end
+  if f < floor then
+    redis.call('SET', key, string.format('%.0f', floor), 'PX', retention)
+    return floor
   end
   return f
 end
