@@ -189,7 +189,15 @@ func WithFair() SharedOption {
 // under way while such a release is makes no lock (ErrNotAcquired: the
 // release may delete what it got); in another process, a handle learns of it
 // only at its next renewal — so hand a token over to a process that takes
-// the work over, not to one that goes on sharing it. Tokens are 1 to MaxTokenLen bytes of ASCII
+// the work over, not to one that goes on sharing it. The same holds for a
+// release that is late rather than under way: a Release whose command
+// timed out (ErrUnavailable), or that the go-redis client sent again after
+// a timeout (MaxRetries) and so returned nil, may still reach the server
+// later, from the network, and delete a lease taken under the same token
+// meanwhile, its holder not told until its next renewal. Fences still
+// rise, so fenced storage rejects that holder's writes; but a token taken
+// again right after a failed or slow Release is exposed to it: wait the
+// lease's TTL first, or take a fresh token. Tokens are 1 to MaxTokenLen bytes of ASCII
 // letters, digits and "-_.:". Use Lock.Token to obtain a token to hand over.
 func WithToken(token string) LockOption {
 	return lockOption(func(s *settings) {
