@@ -129,31 +129,59 @@ func TestRedlockCallerInLineGivesUp(t *testing.T) {
 
 // A caller let in while another caller of its Client holds the key waits
 // for that lease to end — here by expiring, which no notification tells —
-// and takes the key then.
+// and takes the key then, not a fallback's seconds later.
 func TestRedlockCallerAfterSiblingLeaseExpires(t *testing.T) {
-	c := miniRedlock(t)
+	var nodes []redis.UniversalClient
+	for range 3 {
+		_, rdb := startMiniredis(t)
+		nodes = append(nodes, rdb)
+	}
+	c := mustNew(core.NewRedlock(nodes))
+	t.Cleanup(func() { c.Close() })
+	other := mustNew(core.NewRedlock(nodes)) // another process
+	t.Cleanup(func() { other.Close() })
+	warmUp(t, c)
 	ctx := ctxFor(t, 30*time.Second)
-	first, err := c.TryLock(ctx, "k", core.WithTTL(300*time.Millisecond), core.WithAutoRenew(false))
+	x, err := other.TryLock(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
 	}
+	first := make(chan *core.Lock, 1)
+	go func() { // in line first: it waits for the other process's release
+		l, err := c.Lock(ctx, "k", core.WithTTL(500*time.Millisecond), core.WithAutoRenew(false))
+		if err != nil {
+			t.Error(err)
+			close(first)
+			return
+		}
+		first <- l
+	}()
+	time.Sleep(50 * time.Millisecond)
 	second := make(chan error, 1)
-	go func() { // in line while the first caller's Lock is under way
+	go func() { // let in once the first has the key: it waits for its lease
 		l, err := c.Lock(ctx, "k")
 		if err == nil {
 			err = l.Release(ctx)
 		}
 		second <- err
 	}()
-	start := time.Now()
-	<-first.Lost()
+	time.Sleep(50 * time.Millisecond)
+	if err := x.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-first
+	if l == nil {
+		t.FailNow()
+	}
+	<-l.Lost() // expired, never released
+	lost := time.Now()
 	select {
 	case err := <-second:
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("the key expired %v ago and the caller in line still waits", time.Since(start))
+	case <-time.After(3 * time.Second):
+		t.Fatalf("the first caller's lease expired %v ago and the caller after it still waits", time.Since(lost))
 	}
 }
 
