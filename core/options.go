@@ -181,8 +181,10 @@ func WithFair() SharedOption {
 // random one. If the lease is currently held with this very token — by this
 // process or by another one that handed the token over — the acquisition
 // re-enters it: it succeeds at once, lengthens the lease to at least the
-// TTL (never shortens it) and returns the lease's fence (or, if the fence
-// counter expired meanwhile, a higher one). The handles then share the
+// TTL (never shortens it) and, on Redis, takes a new fence, as an
+// acquisition does (above the lease's, so that a lease a restart brought
+// back is re-entered above the fences handed out since; a read hold or a
+// semaphore permit re-entered keeps its fence). The handles then share the
 // server's lease, and the first Release from any of them frees it. Within
 // one Client the other handles of the token are told (Lost) before that
 // release reaches the server, and an acquisition with the token that is

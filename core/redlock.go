@@ -48,9 +48,9 @@ import (
 // majority. A holder paused past its TTL still believes it holds the lock.
 // In all these cases the fence is what keeps data safe: storage that rejects
 // lower fences turns an overlap into a rejected write. WithFair is not
-// available on Redlock. Re-entering a lease with WithToken may report a
-// higher fence than the original acquisition (the highest counter among the
-// nodes that answered), never a lower one. No nodes is ErrInvalidOption, a
+// available on Redlock. Re-entering a lease with WithToken takes a new
+// fence, above the original acquisition's, as on a single server. No nodes
+// is ErrInvalidOption, a
 // nil node ErrNilClient.
 func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if len(nodes) == 0 {

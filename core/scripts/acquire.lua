@@ -26,10 +26,9 @@ if ARGV[5] ~= '1' and owns(held, ARGV[1]) then
   if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
   end
-  -- The lease's fence; if its counter expired meanwhile, a new, higher one.
-  local f = redis.call('GET', KEYS[2])
-  if not f then f = next_fence(KEYS[2], ARGV[4]) end
-  return {2, tonumber(f)}
+  -- A new fence, as for any acquisition: the lease may be one a restart
+  -- brought back, its counter with it, after fences handed out since.
+  return {2, next_fence(KEYS[2], ARGV[4])}
 end
 if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
   local a = nil

@@ -13,9 +13,9 @@ if v == ARGV[1] .. '|' then
   -- The claim of a grant (which took the token out of W). Nobody else
   -- holds with this token, so the lease may get shorter than the grant.
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-  local f = redis.call('GET', KEYS[2])
-  if not f then f = next_fence(KEYS[2], ARGV[4]) end
-  return {2, tonumber(f)}
+  -- A new fence, as for any acquisition (the grant may be one a restart
+  -- brought back, its counter with it, after fences handed out since).
+  return {2, next_fence(KEYS[2], ARGV[4])}
 end
 local me = ARGV[1] .. '|' .. ARGV[7]
 
@@ -32,10 +32,8 @@ if v then
     -- A re-entry: never shorter than it was.
     redis.call('SET', KEYS[1], ARGV[2], 'PX', math.max(redis.call('PTTL', KEYS[1]), tonumber(ARGV[3])))
     redis.call('ZREM', KEYS[3], me)
-    -- The lease's fence; if its counter expired meanwhile, a new, higher one.
-    local f = redis.call('GET', KEYS[2])
-    if not f then f = next_fence(KEYS[2], ARGV[4]) end
-    return {2, tonumber(f)}
+    -- A new fence, as for any acquisition (see acquire.lua).
+    return {2, next_fence(KEYS[2], ARGV[4])}
   end
   enqueue()
   return {0, redis.call('PTTL', KEYS[1])}

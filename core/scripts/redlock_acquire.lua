@@ -16,9 +16,7 @@ if owns(held, ARGV[1]) then
   if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
   end
-  -- The lease's fence; if its counter expired meanwhile, a new, higher one.
-  local f = redis.call('GET', KEYS[2])
-  if not f then f = next_fence(KEYS[2], ARGV[4], ARGV[5]) end
-  return {2, tonumber(f)}
+  -- A new fence, as for any acquisition (see acquire.lua).
+  return {2, next_fence(KEYS[2], ARGV[4], ARGV[5])}
 end
 return {0, redis.call('PTTL', KEYS[1])}

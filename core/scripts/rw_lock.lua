@@ -36,9 +36,8 @@ if v then
     if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then
       redis.call('PEXPIRE', KEYS[1], ARGV[3])
     end
-    local f = redis.call('GET', KEYS[5])
-    if not f then f = next_fence(KEYS[5], ARGV[4]) end
-    return {2, tonumber(f)}
+    -- A new fence, as for any acquisition (see acquire.lua).
+    return {2, next_fence(KEYS[5], ARGV[4])}
   end
   return join({0, redis.call('PTTL', KEYS[1])})
 end
