@@ -36,9 +36,9 @@ const coalesceLanes = 3
 // lane on the same way. A queued caller whose ctx ends before its command
 // was taken leaves the queue, its command never sent (an unsentError; a
 // release then goes out on its own all the same); once taken, it waits
-// for the answer, so that it can tell what the command did (the pipeline
-// is bounded by the latest deadline among its callers that have one: see
-// send).
+// for the answer, so that it can tell what the command did (a pipeline
+// is bounded by the latest deadline among its callers, or unbounded when
+// they have none: see send).
 //
 // What a caller measures from before its call (a lease's start) includes
 // its time in the queue, so deadlines reckoned from it stay conservative.
@@ -118,62 +118,111 @@ func unsent(err error) bool {
 	return errors.As(err, &u)
 }
 
-// send runs batch as one pipeline, passes the lane on, then answers the
-// batch's followers. If a hook of the client panics, the followers get
+// send runs batch, passes the lane on, and answers the batch's followers.
+// If a hook of the client panics, the followers not yet answered get
 // errPanicked (their commands may have run, as after a broken
 // connection), the lane passes on, and the panic goes on up the leader's
 // call.
 //
 // A command whose caller's ctx ended before it went out is not sent (an
-// unsentError, so that a release goes out on its own). The rest are
-// bounded by the latest deadline among their callers that have one —
-// those without one too, so that one caller without a deadline does not
-// unbound the others' wait — and by none if none has one; but by no less
-// than sendGrace, so that a command taken is sent, never failed before it
-// was written (which would leave it neither sent nor unsent).
+// unsentError, so that a release goes out on its own). The commands of
+// callers with a deadline go out as one pipeline, bounded by the latest of
+// their deadlines, but by no less than sendGrace, so that a command taken
+// is written, never failed before it was (which would leave it neither
+// sent nor unsent). The commands of callers without a deadline go out
+// after them, as a pipeline of their own, unbounded: neither kind of caller
+// bounds or unbounds the other's wait. That second pipeline is sent by the
+// leader when it has no deadline itself; else by the first of its callers,
+// to which the lane passes with it, so that the leader returns in time.
 func (c *coalescer) send(batch []*queued) {
-	answered := false
+	lead := batch[0]
+	rest := batch[1:] // followers not answered yet
+	laneHeld, finished := true, false
 	defer func() {
-		if answered {
+		if finished {
 			return
 		}
-		for _, q := range batch[1:] {
-			q.cmd.SetErr(errPanicked)
+		for _, q := range rest {
+			if !unsent(q.cmd.Err()) {
+				q.cmd.SetErr(errPanicked)
+			}
 		}
-		c.answer(batch)
+		if laneHeld {
+			c.pass()
+		}
+		for _, q := range rest {
+			q.turn <- nil
+		}
 	}()
+	var bounded, unbounded []*queued
 	var latest time.Time
-	ready := make([]redis.Cmder, 0, len(batch))
 	for _, q := range batch {
 		if q.ctx.Err() != nil {
 			q.cmd.SetErr(unsentError{context.Cause(q.ctx)})
 			continue
 		}
-		ready = append(ready, q.cmd)
-		if d, ok := q.ctx.Deadline(); ok && d.After(latest) {
-			latest = d
+		if d, ok := q.ctx.Deadline(); ok {
+			bounded = append(bounded, q)
+			latest = later(latest, d)
+		} else {
+			unbounded = append(unbounded, q)
 		}
 	}
-	// The commands carry the leader's values (a trace).
-	ctx := context.WithoutCancel(batch[0].ctx)
-	if !latest.IsZero() {
+	if len(bounded) > 0 {
+		c.run(lead.ctx, bounded, later(latest, time.Now().Add(sendGrace)))
+	}
+	if len(unbounded) == 0 {
+		laneHeld = false
+		c.pass()
+		for _, q := range rest { // the next batch first: its callers waited longest
+			q.turn <- nil
+		}
+		finished = true
+		return
+	}
+	// Answer the callers done with; the others wait for the second
+	// pipeline.
+	waiting := rest[:0:0]
+	for _, q := range rest {
+		if _, ok := q.ctx.Deadline(); !ok && !unsent(q.cmd.Err()) {
+			waiting = append(waiting, q)
+		} else {
+			q.turn <- nil
+		}
+	}
+	rest = waiting
+	if unbounded[0] != lead {
+		finished = true // the lane and the callers go with the group
+		unbounded[0].turn <- unbounded
+		return
+	}
+	c.run(lead.ctx, unbounded, time.Time{})
+	laneHeld = false
+	c.pass()
+	for _, q := range rest {
+		q.turn <- nil
+	}
+	finished = true
+}
+
+// run sends the commands of qs, one pipeline for several, with the values
+// of vals (a trace), bounded by deadline unless it is zero.
+func (c *coalescer) run(vals context.Context, qs []*queued, deadline time.Time) {
+	ctx := context.WithoutCancel(vals)
+	if !deadline.IsZero() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, later(latest, time.Now().Add(sendGrace)))
+		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	switch len(ready) {
-	case 0:
-	case 1:
-		_ = c.rdb.Process(ctx, ready[0])
-	default:
-		pipe := c.rdb.Pipeline()
-		for _, cmd := range ready {
-			_ = pipe.Process(ctx, cmd)
-		}
-		_, _ = pipe.Exec(ctx)
+	if len(qs) == 1 {
+		_ = c.rdb.Process(ctx, qs[0].cmd)
+		return
 	}
-	answered = true
-	c.answer(batch)
+	pipe := c.rdb.Pipeline()
+	for _, q := range qs {
+		_ = pipe.Process(ctx, q.cmd)
+	}
+	_, _ = pipe.Exec(ctx)
 }
 
 // sendGrace is the least time a coalesced command is given to be sent
@@ -185,15 +234,6 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// answer passes the lane on, then wakes batch's followers: the next
-// batch first, as its callers have waited longest.
-func (c *coalescer) answer(batch []*queued) {
-	c.pass()
-	for _, q := range batch[1:] {
-		q.turn <- nil
-	}
 }
 
 // errPanicked answers the commands of a pipeline that a hook of the

@@ -399,3 +399,52 @@ func TestCoalescerSendsOrMarksUnsent(t *testing.T) {
 		})
 	}
 }
+
+// A batch that mixes callers with and without a deadline sends them as
+// two pipelines: the leader, which has a deadline, sends the first and
+// returns; the second, unbounded, goes to the first caller without one,
+// with the lane.
+func TestCoalescerSplitsUnboundedCallers(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	bg := context.Background()
+	bounded, cancel := context.WithTimeout(bg, time.Minute)
+	defer cancel()
+	c := &coalescer{rdb: rdb, lanes: 1, busy: 1}
+	mk := func(ctx context.Context, key string) *queued {
+		return &queued{ctx: ctx, cmd: redis.NewStatusCmd(ctx, "set", key, "1"), turn: make(chan []*queued, 1)}
+	}
+	batch := []*queued{mk(bounded, "a"), mk(bg, "b"), mk(bounded, "c"), mk(bg, "d")}
+	c.send(batch)
+	if !mr.Exists("a") || !mr.Exists("c") || mr.Exists("b") || mr.Exists("d") {
+		t.Fatalf("after the leader's pipeline: a %v, b %v, c %v, d %v; want a and c only", mr.Exists("a"), mr.Exists("b"), mr.Exists("c"), mr.Exists("d"))
+	}
+	if got := <-batch[2].turn; got != nil {
+		t.Fatalf("the bounded follower got a batch to lead: %d commands", len(got))
+	}
+	var second []*queued
+	select {
+	case second = <-batch[1].turn:
+	default:
+		t.Fatal("the first caller without a deadline was not handed the second pipeline")
+	}
+	if len(second) != 2 || second[0] != batch[1] || second[1] != batch[3] {
+		t.Fatalf("the second pipeline: %d commands, want b and d", len(second))
+	}
+	if c.busy != 1 {
+		t.Fatalf("lanes busy %d before the second pipeline, want 1 (it goes with it)", c.busy)
+	}
+	c.send(second)
+	if !mr.Exists("b") || !mr.Exists("d") || c.busy != 0 {
+		t.Fatalf("after the second pipeline: b %v, d %v, lanes busy %d", mr.Exists("b"), mr.Exists("d"), c.busy)
+	}
+	if got := <-batch[3].turn; got != nil {
+		t.Fatal("the second pipeline's follower got a batch to lead")
+	}
+	for i, q := range batch {
+		if err := q.cmd.Err(); err != nil {
+			t.Errorf("command %d: %v", i, err)
+		}
+	}
+}

@@ -79,14 +79,16 @@
 //     the next ones queue and go out together, in one pipeline, when one
 //     of them returns. A lone call waits for nobody. Hooks on the go-redis
 //     client see those in ProcessPipelineHook, with the context of the
-//     batch's first caller (its trace span, its values); a batch lasts
-//     until the latest deadline among its callers that have one (a caller
-//     without one is bounded by it too), and at least 20 ms, and a caller
-//     whose command went out in one waits for its answer even past its
-//     own deadline (a lease's expiry is still reckoned from before the
-//     call). A queued acquisition whose context ends before it was sent
-//     is never sent; a queued release then goes out on a connection of
-//     its own, and Release waits for it, bounded again as any release is.
+//     batch's first caller (its trace span, its values). The commands of
+//     a batch's callers with a deadline go out together, bounded by the
+//     latest of their deadlines (at least 20 ms), and those of callers
+//     without one after them, unbounded, so that neither bounds nor
+//     unbounds the other's wait; a caller whose command went out waits
+//     for its answer even past its own deadline (a lease's expiry is still
+//     reckoned from before the call). A queued acquisition whose context
+//     ends before it was sent is never sent; a queued release then goes
+//     out on a connection of its own, and Release waits for it, bounded
+//     again as any release is.
 //   - Release runs even on a cancelled context, so a cancelled request never
 //     strands a lease until its TTL.
 //   - A context from Do (or Lock.WithContext) carries the lease: nested lock

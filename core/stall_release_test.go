@@ -183,8 +183,9 @@ func stallLanes(t *testing.T, srv *redistest.Server, c *core.Client) (resume fun
 
 // A caller batched with another caller's call that has no deadline is
 // still bounded by its own: one goroutine's context.Background() must not
-// make another's WithWaitTimeout wait for as long as Redis hangs. From the
-// review of the coalescer.
+// make another's WithWaitTimeout wait for as long as Redis hangs; nor may
+// that deadline fail the call without one. From the reviews of the
+// coalescer.
 func TestBatchedWaitBoundedBesideNoDeadline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault injection, 2 s: make ci runs it")
@@ -229,12 +230,13 @@ func TestBatchedWaitBoundedBesideNoDeadline(t *testing.T) {
 		}()
 	}
 	time.Sleep(50 * time.Millisecond)
-	wg.Add(1)
+	other := make(chan error, 1)
 	go func() { // a background job's call, without a deadline, queues
-		defer wg.Done()
-		if l, err := c.TryLock(bg, "other"); err == nil {
-			_ = l.Release(bg)
+		l, err := c.TryLock(bg, "other")
+		if err == nil {
+			err = l.Release(bg)
 		}
+		other <- err
 	}()
 	time.Sleep(20 * time.Millisecond)
 	start := time.Now()
@@ -257,5 +259,16 @@ func TestBatchedWaitBoundedBesideNoDeadline(t *testing.T) {
 		err := <-done
 		t.Fatalf("Lock with WithWaitTimeout(1s) still waited after 5 s, batched with a call without a deadline (it returned once Redis resumed, after %v: %v)",
 			time.Since(start).Round(time.Millisecond), err)
+	}
+	// Nor does the other caller's deadline bound the call without one: it
+	// waits for Redis, and succeeds once it is back.
+	resume()
+	select {
+	case err := <-other:
+		if err != nil {
+			t.Fatalf("the call without a deadline, batched with one whose deadline passed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call without a deadline still waits 10 s after Redis resumed")
 	}
 }
