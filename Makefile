@@ -124,7 +124,7 @@ bench:
 
 ## bench-report: the SVG charts in bench/results/ again, from the saved runs
 ## that bench/README.md shows (BENCH_RESULTS); no server needed
-BENCH_RESULTS ?= results/final-20261128.jsonl results/final-20261122.jsonl results/redlock-20261122.jsonl \
+BENCH_RESULTS ?= results/final-20261128b.jsonl results/final-20261128.jsonl results/final-20261122.jsonl results/redlock-20261122.jsonl \
 	results/primitives-20261125-after.jsonl results/backends-20261126.jsonl \
 	results/scale-20261128.jsonl
 bench-report:
