@@ -19,13 +19,7 @@ import (
 // review of the fence's retention.
 func TestFenceRisesAcrossSnapshotRestart(t *testing.T) {
 	srv := redistest.StartServer(t)
-	open := func() (*redis.Client, *core.Client) {
-		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: 5})
-		t.Cleanup(func() { _ = rdb.Close() })
-		c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix("snapfence")))
-		t.Cleanup(func() { _ = c.Close() })
-		return rdb, c
-	}
+	open := func() (*redis.Client, *core.Client) { return restartClient(t, srv, "snapfence") }
 	rdb, c := open()
 	bg := context.Background()
 	take := func(c *core.Client) int64 {
@@ -67,13 +61,7 @@ func TestFenceRisesAcrossSnapshotRestart(t *testing.T) {
 // fence.
 func TestReentryFenceRisesAcrossSnapshotRestart(t *testing.T) {
 	srv := redistest.StartServer(t)
-	open := func() (*redis.Client, *core.Client) {
-		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: 5})
-		t.Cleanup(func() { _ = rdb.Close() })
-		c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix("snapreentry")))
-		t.Cleanup(func() { _ = c.Close() })
-		return rdb, c
-	}
+	open := func() (*redis.Client, *core.Client) { return restartClient(t, srv, "snapreentry") }
 	rdb, c := open()
 	bg := context.Background()
 	take := func(c *core.Client, opts ...core.LockOption) *core.Lock {
@@ -109,4 +97,13 @@ func TestReentryFenceRisesAcrossSnapshotRestart(t *testing.T) {
 	if l3.Fence() <= l2.Fence() {
 		t.Fatalf("re-entry after a restart from a snapshot got fence %d, not above %d handed out before it", l3.Fence(), l2.Fence())
 	}
+}
+
+// restartClient opens a Client on srv that retries through a restart.
+func restartClient(t *testing.T, srv *redistest.Server, prefix string) (*redis.Client, *core.Client) {
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: 5})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix(prefix)))
+	t.Cleanup(func() { _ = c.Close() })
+	return rdb, c
 }

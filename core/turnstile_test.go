@@ -13,15 +13,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// miniRedlock is a Redlock Client over three miniredis nodes, warmed up.
-func miniRedlock(t *testing.T) *core.Client {
+// miniNodes starts three miniredis nodes for Redlock.
+func miniNodes(t *testing.T) []redis.UniversalClient {
 	t.Helper()
 	var nodes []redis.UniversalClient
 	for range 3 {
 		_, rdb := startMiniredis(t)
 		nodes = append(nodes, rdb)
 	}
-	c := mustNew(core.NewRedlock(nodes))
+	return nodes
+}
+
+// miniRedlock is a Redlock Client over three miniredis nodes, warmed up.
+func miniRedlock(t *testing.T) *core.Client {
+	t.Helper()
+	c := mustNew(core.NewRedlock(miniNodes(t)))
 	t.Cleanup(func() { c.Close() })
 	warmUp(t, c)
 	return c
@@ -131,11 +137,7 @@ func TestRedlockCallerInLineGivesUp(t *testing.T) {
 // for that lease to end — here by expiring, which no notification tells —
 // and takes the key then, not a fallback's seconds later.
 func TestRedlockCallerAfterSiblingLeaseExpires(t *testing.T) {
-	var nodes []redis.UniversalClient
-	for range 3 {
-		_, rdb := startMiniredis(t)
-		nodes = append(nodes, rdb)
-	}
+	nodes := miniNodes(t)
 	c := mustNew(core.NewRedlock(nodes))
 	t.Cleanup(func() { c.Close() })
 	other := mustNew(core.NewRedlock(nodes)) // another process
