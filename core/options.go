@@ -185,22 +185,25 @@ func WithFair() SharedOption {
 // acquisition does (above the lease's, so that a lease a restart brought
 // back is re-entered above the fences handed out since; a read hold or a
 // semaphore permit re-entered keeps its fence). The handles then share the
-// server's lease, and the first Release from any of them frees it. Within
-// one Client the other handles of the token are told (Lost) before that
+// server's lease. Within one Client the first Release from any of them
+// frees it: the other handles of the token are told (Lost) before that
 // release reaches the server, and an acquisition with the token that is
 // under way while such a release is makes no lock (ErrNotAcquired: the
-// release may delete what it got); in another process, a handle learns of it
-// only at its next renewal — so hand a token over to a process that takes
-// the work over, not to one that goes on sharing it. The same holds for a
-// release that is late rather than under way: a Release whose command
-// timed out (ErrUnavailable), or that the go-redis client sent again after
-// a timeout (MaxRetries) and so returned nil, may still reach the server
-// later, from the network, and delete a lease taken under the same token
-// meanwhile, its holder not told until its next renewal. Fences still
-// rise, so fenced storage rejects that holder's writes; but a token taken
-// again right after a failed or slow Release is exposed to it: wait the
-// lease's TTL first, or take a fresh token. Tokens are 1 to MaxTokenLen bytes of ASCII
-// letters, digits and "-_.:". Use Lock.Token to obtain a token to hand over.
+// release may delete what it got). Across processes, on a Redis mutex, a
+// release ends only the acquisitions it knows of: once another process
+// re-entered the lease, a Release from an earlier acquisition finds it
+// taken over (ErrNotHeld) and leaves it to the later one; so does a
+// release that arrives late — its command held up in the network after
+// Release gave up on it, or sent again by the go-redis client after a
+// timeout (MaxRetries) — for a lease taken or re-entered under the token
+// since. On Redlock, and for semaphores and read-write locks, a release
+// deletes whatever lease the token holds: a handle in another process
+// learns of it only at its next renewal, and a late release may delete a
+// lease taken under the same token meanwhile (fences still rise, so fenced
+// storage rejects that holder's writes). Hand a token over to a process
+// that takes the work over, not to one that goes on sharing it. Tokens are
+// 1 to MaxTokenLen bytes of ASCII letters, digits and "-_.:". Use
+// Lock.Token to obtain a token to hand over.
 func WithToken(token string) LockOption {
 	return lockOption(func(s *settings) {
 		if !validToken(token) {

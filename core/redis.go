@@ -671,11 +671,18 @@ func (r *extendReq) set(v int64, err error) {
 }
 
 func (b *redisBackend) release(ctx context.Context, n names, token string) (bool, error) {
-	return b.releaseNonce(ctx, n, token, "") // one publish per release: no nonce needed
+	return b.releaseNonce(ctx, n, token, "", 0) // one publish per release: no nonce needed
 }
 
-// releaseNonce is release with the nonce its notification carries.
-func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce string) (bool, error) {
+// releaseFenced is release of the acquisition of fence: a mutex lease of
+// the token taken or re-entered after it (a higher counter) stays.
+func (b *redisBackend) releaseFenced(ctx context.Context, n names, token string, fence int64) (bool, error) {
+	return b.releaseNonce(ctx, n, token, "", fence)
+}
+
+// releaseNonce is release with the nonce its notification carries, and,
+// when fence is not 0, only of the acquisition of fence (releaseFenced).
+func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce string, fence int64) (bool, error) {
 	if n.limit > 0 {
 		v, err := b.pubs.semRelease.run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since()}, token, n.limit).Int64()
 		return v == 1, err
@@ -694,7 +701,11 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 	if n.waited {
 		waited = yesArg
 	}
-	v, err := b.pubs.release.run(ctx, b.hot, keys, token, claimArg, retentionArg, nonce, b.grantsArg, waited).Int64()
+	fenceArg := ""
+	if fence != 0 {
+		fenceArg = strconv.FormatInt(fence, 10)
+	}
+	v, err := b.pubs.release.run(ctx, b.hot, keys, token, claimArg, retentionArg, nonce, b.grantsArg, waited, fenceArg).Int64()
 	if unsent(err) {
 		// It waited for the coalescer until its ctx ended (every lane's
 		// call hung on a stalled server, say). Dropped, it would leave the
@@ -703,7 +714,7 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 		// any release, so that the Client knows the release is on its way
 		// until it ends (an acquisition of its token meanwhile is voided).
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		v, err = b.pubs.release.run(lctx, b.rdb, keys, token, claimArg, retentionArg, nonce, b.grantsArg, waited).Int64()
+		v, err = b.pubs.release.run(lctx, b.rdb, keys, token, claimArg, retentionArg, nonce, b.grantsArg, waited, fenceArg).Int64()
 		cancel()
 	}
 	// A waiter giving up: out of W, or holding a grant it passed on.

@@ -166,7 +166,7 @@ func (b *redlockBackend) releaseExcept(ctx context.Context, n names, token strin
 		if skip != nil && skip[i] {
 			return nodeReply{}
 		}
-		ok, err := b.nodes[i].releaseNonce(ctx, n, token, nonce)
+		ok, err := b.nodes[i].releaseNonce(ctx, n, token, nonce, 0) // nodes' counters differ: by token
 		return nodeReply{ok: ok, err: err}
 	}, func(r nodeReply) bool {
 		if r.err != nil {

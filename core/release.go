@@ -121,9 +121,11 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 	l.waitHeal() // a heal under way finishes first (it sees released after)
 	// Leases of the same token in this Client (re-entered by WithToken)
 	// share the server's lease this release deletes: they are told first.
+	fence := l.fence
 	for _, t := range twins {
 		t.markLost(lostError(l.key, errors.New("released through another handle of its token")))
 		t.waitHeal()
+		fence = max(fence, t.fence)
 	}
 
 	if ctx.Done() != nil { // detach from the caller's cancellation
@@ -131,7 +133,15 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
 	}
-	ok, err := c.be.release(ctx, l.n, l.token)
+	var ok bool
+	if fr, fenced := c.be.(fencedReleaser); fenced && l.n.limit == 0 {
+		// Only the acquisition it ends, or one of its twins here: a
+		// release that arrives late (held up in the network, or sent
+		// again after a timeout) leaves a later lease of the token be.
+		ok, err = fr.releaseFenced(ctx, l.n, l.token, fence)
+	} else {
+		ok, err = c.be.release(ctx, l.n, l.token)
+	}
 	c.wd.released(leaseID{l.n.lease, l.token})
 	if err != nil {
 		return fmt.Errorf("%w: release %q: %w", ErrUnavailable, l.key, err)
@@ -140,6 +150,13 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 		return fmt.Errorf("%w: %q: lease expired or taken over", ErrNotHeld, l.key)
 	}
 	return nil
+}
+
+// A fencedReleaser releases a mutex lease of a token only if no
+// acquisition of the token after the one of fence took or re-entered it
+// (its fence counter is not above fence).
+type fencedReleaser interface {
+	releaseFenced(ctx context.Context, n names, token string, fence int64) (bool, error)
 }
 
 // releaseQuietly deletes a lease nobody will release any more.

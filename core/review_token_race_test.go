@@ -5,6 +5,7 @@ package core_test
 // fix.
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -19,7 +20,9 @@ import (
 // after the release ended ("answer late"), or the release reaches Redis
 // after the re-entry registered ("release late"). Either way the re-entry
 // must make no lock, or its handle must be told before a rival can take
-// the key.
+// the key. (The re-entry takes a new fence, and a release names the fence
+// it ends: one that reaches Redis after the re-entry leaves the lease be,
+// and reports ErrNotHeld.)
 func TestReviewReentryRacingTwinRelease(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
@@ -48,7 +51,7 @@ func TestReviewReentryRacingTwinRelease(t *testing.T) {
 				go func() { released <- a.Release(ctx) }()
 				waitHit(t, held, 5*time.Second)
 				b, err = reenter()
-				if rerr := <-released; rerr != nil {
+				if rerr := <-released; rerr != nil && !errors.Is(rerr, core.ErrNotHeld) {
 					t.Fatalf("release: %v", rerr)
 				}
 				if err != nil {
@@ -66,7 +69,7 @@ func TestReviewReentryRacingTwinRelease(t *testing.T) {
 				}()
 				waitHit(t, late, 5*time.Second)
 				time.Sleep(20 * time.Millisecond) // the re-entry reached Redis
-				if err := a.Release(ctx); err != nil {
+				if err := a.Release(ctx); err != nil && !errors.Is(err, core.ErrNotHeld) {
 					t.Fatalf("release: %v", err)
 				}
 				if err := <-got; err != nil {
@@ -76,8 +79,11 @@ func TestReviewReentryRacingTwinRelease(t *testing.T) {
 			}
 			defer b.Release(ctx)
 			other, err := rival.TryLock(ctx, "k", core.WithTTL(10*time.Second))
+			if errors.Is(err, core.ErrNotAcquired) {
+				return // the re-entered lease is in place
+			}
 			if err != nil {
-				t.Fatalf("rival: %v (the release did not delete the lease: the test proves nothing)", err)
+				t.Fatalf("rival: %v", err)
 			}
 			defer other.Release(ctx)
 			select {

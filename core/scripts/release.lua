@@ -20,8 +20,14 @@
 -- ARGV[4] release nonce (Redlock), or ''  ARGV[5] the caller's grant
 -- channel (its member of W is "<token>|<channel>")  ARGV[6] "1" if the
 -- lease was taken after waiting: others likely queue, so W is looked into
--- first (no EXISTS when it has a waiter to grant to)
+-- first (no EXISTS when it has a waiter to grant to)  ARGV[7] the fence of
+-- the acquisition the release ends, or '' (then any lease of the token)
 -- Returns 1 released, 0 not held.
+--
+-- With a fence, a lease of the token whose counter is above it was taken
+-- (or re-entered, which takes a new fence) after the acquisition this
+-- release ends: a late release — its bytes held up in the network, or sent
+-- again by the client after a timeout — leaves it be.
 local v = redis.call('GET', KEYS[1])
 if not owns(v, ARGV[1]) then
   local me = ARGV[1] .. '|' .. (ARGV[5] or '')
@@ -35,6 +41,12 @@ if not owns(v, ARGV[1]) then
     if t2 then pub_to(KEYS[1], c2, 'n:' .. t2 .. '|' .. KEYS[1]) end
   end
   return 0
+end
+if ARGV[7] and ARGV[7] ~= '' then
+  local c = redis.call('GET', KEYS[2])
+  if c and tonumber(c) > tonumber(ARGV[7]) then
+    return 0
+  end
 end
 local waited = ARGV[6] == '1'
 if ARGV[4] == '' and not waited and redis.call('EXISTS', KEYS[5], KEYS[3], KEYS[6]) == 0 then
