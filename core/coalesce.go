@@ -181,14 +181,18 @@ func (c *coalescer) send(batch []*queued) {
 		return
 	}
 	// Answer the callers done with; the others wait for the second
-	// pipeline.
-	waiting := rest[:0:0]
+	// pipeline (both lists are in batch order).
+	waiting := unbounded
+	if waiting[0] == lead {
+		waiting = waiting[1:]
+	}
+	k := 0
 	for _, q := range rest {
-		if _, ok := q.ctx.Deadline(); !ok && !unsent(q.cmd.Err()) {
-			waiting = append(waiting, q)
-		} else {
-			q.turn <- nil
+		if k < len(waiting) && q == waiting[k] {
+			k++
+			continue
 		}
+		q.turn <- nil
 	}
 	rest = waiting
 	if unbounded[0] != lead {
