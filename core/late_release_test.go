@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -16,21 +17,35 @@ import (
 // hold up, releases it while they are held up for 2.5 s (blip: how long
 // new writes are held up), takes k again under the token once Release
 // returned, and checks, after the late release has landed, that another
-// Client cannot take k while the second lease believes it holds.
-func lateRelease(t *testing.T, opts *redis.Options, blip time.Duration) {
+// Client cannot take k while the second lease believes it holds. With
+// nodes above 1 the Clients are Redlock's over that many servers, every
+// node's writes held up alike.
+func lateRelease(t *testing.T, opts *redis.Options, blip time.Duration, nodes int) {
 	if testing.Short() {
 		t.Skip("fault injection, 4 s: make ci runs it")
 	}
-	srv := redistest.StartServer(t)
-	px := faultnet.Start(t, srv.Addr())
-	opts.Addr = px.Addr()
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix("late")))
+	var pxs []*faultnet.Proxy
+	var mine, theirs []redis.UniversalClient
+	for range nodes {
+		srv := redistest.StartServer(t)
+		px := faultnet.Start(t, srv.Addr())
+		o := *opts
+		o.Addr = px.Addr()
+		rdb := redis.NewClient(&o)
+		defer rdb.Close()
+		rdb2 := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		defer rdb2.Close()
+		pxs, mine, theirs = append(pxs, px), append(mine, rdb), append(theirs, rdb2)
+	}
+	open := func(rdbs []redis.UniversalClient) *core.Client {
+		if nodes == 1 {
+			return mustNew(core.NewRedis(rdbs[0], core.WithKeyPrefix("late")))
+		}
+		return mustNew(core.NewRedlock(rdbs, core.WithKeyPrefix("late")))
+	}
+	c := open(mine)
 	defer c.Close()
-	rdb2 := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb2.Close()
-	other := mustNew(core.NewRedis(rdb2, core.WithKeyPrefix("late")))
+	other := open(theirs)
 	defer other.Close()
 	bg := context.Background()
 	// The scripts loaded: a late EVALSHA must not meet NOSCRIPT.
@@ -44,7 +59,15 @@ func lateRelease(t *testing.T, opts *redis.Options, blip time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	undelay := px.Delay(faultnet.Up, 2500*time.Millisecond, 0)
+	var undelays []func()
+	for _, px := range pxs {
+		undelays = append(undelays, px.Delay(faultnet.Up, 2500*time.Millisecond, 0))
+	}
+	undelay := func() {
+		for _, u := range undelays {
+			u()
+		}
+	}
 	if blip > 0 {
 		go func() { time.Sleep(blip); undelay() }()
 	}
@@ -52,9 +75,18 @@ func lateRelease(t *testing.T, opts *redis.Options, blip time.Duration) {
 	err = l1.Release(bg)
 	t.Logf("Release: %v after %v", err, time.Since(start).Round(time.Millisecond))
 	undelay()
-	l2, err := c.TryLock(bg, "k", token...) // the job, retried under its token
+	// The job, retried under its token. On Redlock the acquisition waits
+	// for the release's calls to each node, which go on after Release gave
+	// up (until their read timeout): it is tried again until then.
+	l2, err := c.TryLock(bg, "k", token...)
+	for nodes > 1 && errors.Is(err, core.ErrUnavailable) && time.Since(start) < 2*time.Second {
+		l2, err = c.TryLock(bg, "k", token...)
+	}
 	if err != nil {
 		t.Fatalf("TryLock after Release returned: %v", err)
+	}
+	if held := time.Since(start); held > 2200*time.Millisecond {
+		t.Fatalf("the lease was taken again %v after the release was sent: the release may have landed first", held)
 	}
 	defer l2.Release(bg)
 	time.Sleep(2 * time.Second) // the late release lands meanwhile
@@ -66,7 +98,7 @@ func lateRelease(t *testing.T, opts *redis.Options, blip time.Duration) {
 // the late release must leave that re-entry be. From the review of the
 // release path.
 func TestLateReleaseSparesReentry(t *testing.T) {
-	lateRelease(t, &redis.Options{ReadTimeout: time.Second, MaxRetries: -1}, 0)
+	lateRelease(t, &redis.Options{ReadTimeout: time.Second, MaxRetries: -1}, 0, 1)
 }
 
 // With go-redis's retries, Release returns nil — its second send, on
@@ -74,5 +106,16 @@ func TestLateReleaseSparesReentry(t *testing.T) {
 // on its way; it must leave the lease the job then takes under its token
 // be.
 func TestRetriedReleaseSparesNextLease(t *testing.T) {
-	lateRelease(t, &redis.Options{ReadTimeout: time.Second}, 300*time.Millisecond)
+	lateRelease(t, &redis.Options{ReadTimeout: time.Second}, 300*time.Millisecond, 1)
+}
+
+// The same on Redlock: each node's release names the acquisition's fence,
+// the highest its winners returned, so that a node where the job took the
+// lease again under its token keeps it.
+func TestRedlockLateReleaseSparesReentry(t *testing.T) {
+	lateRelease(t, &redis.Options{ReadTimeout: time.Second, MaxRetries: -1}, 0, 3)
+}
+
+func TestRedlockRetriedReleaseSparesNextLease(t *testing.T) {
+	lateRelease(t, &redis.Options{ReadTimeout: time.Second}, 300*time.Millisecond, 3)
 }
