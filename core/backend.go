@@ -171,6 +171,9 @@ type extendReq struct {
 // A sharder tells which server stores a key, so that renewals are batched
 // per server and a slow one holds up only its own leases.
 type sharder interface {
+	// sharded reports whether keys may live on more than one server (a
+	// Cluster); if not, shard always names the one server.
+	sharded() bool
 	shard(ctx context.Context, key string) string
 }
 

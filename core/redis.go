@@ -590,10 +590,14 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 			err = fmt.Errorf("core: extend of %d leases answered %d", len(idx), len(vs))
 		}
 		for j, i := range idx {
-			if err != nil {
-				reqs[i].set(0, err)
-			} else {
-				reqs[i].set(vs[j], nil)
+			r := &reqs[i]
+			switch {
+			case err != nil:
+				r.set(0, err)
+			case vs[j] == 1: // held: it now lasts at least its ttl
+				r.set(max(r.ttl.Milliseconds(), 1), nil)
+			default:
+				r.set(min(vs[j], 0), nil)
 			}
 		}
 	}
@@ -729,6 +733,11 @@ func releaseNonce() string {
 
 // shard names the Cluster master that stores key ("" off Cluster, or when
 // the slot map cannot tell).
+func (b *redisBackend) sharded() bool {
+	_, ok := b.rdb.(*redis.ClusterClient)
+	return ok
+}
+
 func (b *redisBackend) shard(ctx context.Context, key string) string {
 	addr, _ := clusterMaster(ctx, b.rdb, key)
 	return addr

@@ -20,8 +20,8 @@ func TestLeaseHeapRandom(t *testing.T) {
 			if e.l.idx != i {
 				t.Fatalf("step %d: entry %d has idx %d", step, i, e.l.idx)
 			}
-			if i > 0 && h[(i-1)/2].at > e.at {
-				t.Fatalf("step %d: entry %d (%d) is due before its parent (%d)", step, i, e.at, h[(i-1)/2].at)
+			if i > 0 && h[(i-1)/heapArity].at > e.at {
+				t.Fatalf("step %d: entry %d (%d) is due before its parent (%d)", step, i, e.at, h[(i-1)/heapArity].at)
 			}
 		}
 	}

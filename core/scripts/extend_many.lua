@@ -3,30 +3,39 @@
 -- of a batch due together, in one call instead of one per lease.
 -- KEYS[i] lease i
 -- ARGV[2i-1] token of lease i   ARGV[2i] its ttl ms
--- Returns, per lease, a lower bound of its remaining ms (>= 1) when held
--- by its token — its ttl: the lease now lasts at least that long — 0 when
--- held by another token, -1 when there is no lease.
+-- Returns, per lease, 1 when held by its token (it now lasts at least its
+-- ttl), 0 when held by another token, -1 when there is no lease.
 --
 -- On Redis 7, PEXPIRE GT extends a lease only if that makes it longer, in
 -- one call; older servers refuse the option, and the script then reads the
 -- remaining time first, as extend.lua does.
+--
+-- The loop runs once per lease renewed, so it does the least it can: the
+-- ttl goes to PEXPIRE as the string it came as (a Lua number would be
+-- printed back to a string, and the reply carries no number to parse),
+-- and the common value, the token alone, is compared before owns.
+local call, pcall_ = redis.call, redis.pcall
 local gt = true
 local out = {}
-for i, key in ipairs(KEYS) do
-  local v = redis.call('GET', key)
+for i = 1, #KEYS do
+  local key = KEYS[i]
+  local v = call('GET', key)
   if not v then
     out[i] = -1
-  elseif not owns(v, ARGV[2 * i - 1]) then
-    out[i] = 0
   else
-    local want = tonumber(ARGV[2 * i])
-    if gt and type(redis.pcall('PEXPIRE', key, want, 'GT')) == 'table' then
-      gt = false -- an error reply: no GT here
+    local tok = ARGV[2 * i - 1]
+    if v ~= tok and not owns(v, tok) then
+      out[i] = 0
+    else
+      local want = ARGV[2 * i]
+      if gt and type(pcall_('PEXPIRE', key, want, 'GT')) == 'table' then
+        gt = false -- an error reply: no GT here
+      end
+      if not gt and call('PTTL', key) < tonumber(want) then
+        call('PEXPIRE', key, want)
+      end
+      out[i] = 1
     end
-    if not gt and redis.call('PTTL', key) < want then
-      redis.call('PEXPIRE', key, want)
-    end
-    out[i] = want
   end
 end
 return out
