@@ -19,8 +19,9 @@ import (
 // returned, and checks, after the late release has landed, that another
 // Client cannot take k while the second lease believes it holds. With
 // nodes above 1 the Clients are Redlock's over that many servers, every
-// node's writes held up alike.
-func lateRelease(t *testing.T, opts *redis.Options, blip time.Duration, nodes int) {
+// node's writes held up alike. With write set, the leases are write holds
+// of the read-write lock k (and the rival a reader).
+func lateRelease(t *testing.T, opts *redis.Options, blip time.Duration, nodes int, write bool) {
 	if testing.Short() {
 		t.Skip("fault injection, 4 s: make ci runs it")
 	}
@@ -48,14 +49,20 @@ func lateRelease(t *testing.T, opts *redis.Options, blip time.Duration, nodes in
 	other := open(theirs)
 	defer other.Close()
 	bg := context.Background()
+	take := func(c *core.Client, key string, opts ...core.LockOption) (*core.Lock, error) {
+		if write {
+			return c.RWMutex(key).TryLock(bg, opts...)
+		}
+		return c.TryLock(bg, key, opts...)
+	}
 	// The scripts loaded: a late EVALSHA must not meet NOSCRIPT.
-	if w, err := c.TryLock(bg, "warm", core.WithToken("warm-1")); err != nil {
+	if w, err := take(c, "warm", core.WithToken("warm-1")); err != nil {
 		t.Fatal(err)
 	} else if err := w.Release(bg); err != nil {
 		t.Fatal(err)
 	}
 	token := []core.LockOption{core.WithToken("job-9"), core.WithTTL(30 * time.Second)}
-	l1, err := c.TryLock(bg, "k", token...)
+	l1, err := take(c, "k", token...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,9 +85,9 @@ func lateRelease(t *testing.T, opts *redis.Options, blip time.Duration, nodes in
 	// The job, retried under its token. On Redlock the acquisition waits
 	// for the release's calls to each node, which go on after Release gave
 	// up (until their read timeout): it is tried again until then.
-	l2, err := c.TryLock(bg, "k", token...)
+	l2, err := take(c, "k", token...)
 	for nodes > 1 && errors.Is(err, core.ErrUnavailable) && time.Since(start) < 2*time.Second {
-		l2, err = c.TryLock(bg, "k", token...)
+		l2, err = take(c, "k", token...)
 	}
 	if err != nil {
 		t.Fatalf("TryLock after Release returned: %v", err)
@@ -90,6 +97,12 @@ func lateRelease(t *testing.T, opts *redis.Options, blip time.Duration, nodes in
 	}
 	defer l2.Release(bg)
 	time.Sleep(2 * time.Second) // the late release lands meanwhile
+	if write {
+		keptOrToldBy(t, func(ctx context.Context) (*core.Lock, error) {
+			return other.RWMutex("k").TryRLock(ctx, core.WithTTL(time.Minute))
+		}, "k", l2)
+		return
+	}
 	keptOrTold(t, other, "k", l2)
 }
 
@@ -98,7 +111,7 @@ func lateRelease(t *testing.T, opts *redis.Options, blip time.Duration, nodes in
 // the late release must leave that re-entry be. From the review of the
 // release path.
 func TestLateReleaseSparesReentry(t *testing.T) {
-	lateRelease(t, &redis.Options{ReadTimeout: time.Second, MaxRetries: -1}, 0, 1)
+	lateRelease(t, &redis.Options{ReadTimeout: time.Second, MaxRetries: -1}, 0, 1, false)
 }
 
 // With go-redis's retries, Release returns nil — its second send, on
@@ -106,16 +119,27 @@ func TestLateReleaseSparesReentry(t *testing.T) {
 // on its way; it must leave the lease the job then takes under its token
 // be.
 func TestRetriedReleaseSparesNextLease(t *testing.T) {
-	lateRelease(t, &redis.Options{ReadTimeout: time.Second}, 300*time.Millisecond, 1)
+	lateRelease(t, &redis.Options{ReadTimeout: time.Second}, 300*time.Millisecond, 1, false)
 }
 
 // The same on Redlock: each node's release names the acquisition's fence,
 // the highest its winners returned, so that a node where the job took the
 // lease again under its token keeps it.
 func TestRedlockLateReleaseSparesReentry(t *testing.T) {
-	lateRelease(t, &redis.Options{ReadTimeout: time.Second, MaxRetries: -1}, 0, 3)
+	lateRelease(t, &redis.Options{ReadTimeout: time.Second, MaxRetries: -1}, 0, 3, false)
 }
 
 func TestRedlockRetriedReleaseSparesNextLease(t *testing.T) {
-	lateRelease(t, &redis.Options{ReadTimeout: time.Second}, 300*time.Millisecond, 3)
+	lateRelease(t, &redis.Options{ReadTimeout: time.Second}, 300*time.Millisecond, 3, false)
+}
+
+// The same for a read-write lock's write hold: re-entry takes a new fence,
+// and no reader can raise the counter while a writer holds, so the write
+// release names its fence too.
+func TestLateWriteReleaseSparesReentry(t *testing.T) {
+	lateRelease(t, &redis.Options{ReadTimeout: time.Second, MaxRetries: -1}, 0, 1, true)
+}
+
+func TestRetriedWriteReleaseSparesNextHold(t *testing.T) {
+	lateRelease(t, &redis.Options{ReadTimeout: time.Second}, 300*time.Millisecond, 1, true)
 }

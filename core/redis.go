@@ -678,8 +678,9 @@ func (b *redisBackend) release(ctx context.Context, n names, token string) (bool
 	return b.releaseNonce(ctx, n, token, "", 0) // one publish per release: no nonce needed
 }
 
-// releaseFenced is release of the acquisition of fence: a mutex lease of
-// the token taken or re-entered after it (a higher counter) stays.
+// releaseFenced is release of the acquisition of fence: a mutex lease or
+// write hold of the token taken or re-entered after it (a higher counter)
+// stays.
 func (b *redisBackend) releaseFenced(ctx context.Context, n names, token string, fence int64) (bool, error) {
 	return b.releaseNonce(ctx, n, token, "", fence)
 }
@@ -692,11 +693,14 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 		return v == 1, err
 	}
 	if n.rw() {
-		hold := "r"
+		hold, fenceArg := "r", ""
 		if n.limit == rwWrite {
 			hold = "w"
+			if fence != 0 {
+				fenceArg = strconv.FormatInt(fence, 10)
+			}
 		}
-		v, err := b.pubs.rwUnlock.run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since()}, token, hold).Int64()
+		v, err := b.pubs.rwUnlock.run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since(), n.fence}, token, hold, fenceArg).Int64()
 		return v == 1, err
 	}
 	var kb [6]string // on the stack: run copies them

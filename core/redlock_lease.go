@@ -152,11 +152,12 @@ func (b *redlockBackend) releaseAll(ctx context.Context, n names, token string) 
 // releaseExcept is releaseAll that skips the nodes marked in skip: those
 // that answered an acquisition with another holder's lease (nothing of
 // ours to delete there). A fence other than 0 limits it to the
-// acquisition of that fence, as releaseFenced. Each node's delete waits for the token's acquire
-// call to that node, so that no late grant follows it. With early set it
-// returns once a majority deleted the lease and every acquire call of the
-// token has ended; the deletes on the other nodes go on, and an
-// acquisition presenting the token again waits for them.
+// acquisition of that fence, as releaseFenced. Each node's delete waits
+// for the token's acquire call to that node, so that no late grant follows
+// it. With early set it returns once a majority deleted the lease and
+// every acquire call of the token has ended; the deletes on the other
+// nodes go on, and an acquisition presenting the token again waits for
+// them.
 func (b *redlockBackend) releaseExcept(ctx context.Context, n names, token string, fence int64, skip []bool, early bool) (released int, failed []nodeReply) {
 	ctx = context.WithoutCancel(ctx)
 	pending, before := b.track(token)

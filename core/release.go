@@ -134,7 +134,7 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 		defer cancel()
 	}
 	var ok bool
-	if fr, fenced := c.be.(fencedReleaser); fenced && l.n.limit == 0 {
+	if fr, fenced := c.be.(fencedReleaser); fenced && (l.n.limit == 0 || l.n.limit == rwWrite) {
 		// Only the acquisition it ends, or one of its twins here: a
 		// release that arrives late (held up in the network, or sent
 		// again after a timeout) leaves a later lease of the token be.
@@ -152,9 +152,9 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 	return nil
 }
 
-// A fencedReleaser releases a mutex lease of a token only if no
-// acquisition of the token after the one of fence took or re-entered it
-// (its fence counter is not above fence).
+// A fencedReleaser releases a mutex lease (or a read-write lock's write
+// hold) of a token only if no acquisition of the token after the one of
+// fence took or re-entered it (its fence counter is not above fence).
 type fencedReleaser interface {
 	releaseFenced(ctx context.Context, n names, token string, fence int64) (bool, error)
 }

@@ -127,8 +127,16 @@ func TestStalledReleaseOverWhenReleaseReturns(t *testing.T) {
 // token deleted its lease after Release returned).
 func keptOrTold(t *testing.T, c *core.Client, key string, l *core.Lock) {
 	t.Helper()
+	keptOrToldBy(t, func(ctx context.Context) (*core.Lock, error) {
+		return c.TryLock(ctx, key, core.WithTTL(time.Minute))
+	}, key, l)
+}
+
+// keptOrToldBy is keptOrTold with the rival's attempt given: take.
+func keptOrToldBy(t *testing.T, take func(context.Context) (*core.Lock, error), key string, l *core.Lock) {
+	t.Helper()
 	bg := context.Background()
-	rival, err := c.TryLock(bg, key, core.WithTTL(time.Minute))
+	rival, err := take(bg)
 	if errors.Is(err, core.ErrNotAcquired) {
 		return
 	}

@@ -4,9 +4,16 @@
 -- waiting writers (a writer giving up).
 -- KEYS[1] writer lease (also the channel)  KEYS[2] readers  KEYS[3] reader
 -- values  KEYS[4] waiting writers  KEYS[5] their arrival order (a list)
--- KEYS[6] their arrival times
--- ARGV[1] token  ARGV[2] 'w' (write hold) or 'r' (read hold)
+-- KEYS[6] their arrival times  KEYS[7] the fence counter
+-- ARGV[1] token  ARGV[2] 'w' (write hold) or 'r' (read hold)  ARGV[3] of
+-- a write hold: the fence of the acquisition the release ends, or '' (then
+-- any write hold of the token)
 -- Returns 1 released, 0 not held.
+--
+-- With a fence, a write hold of the token whose counter is above it was
+-- taken or re-entered (which takes a new fence) after the acquisition this
+-- release ends — no reader can raise the counter while a writer holds —
+-- so a late release leaves it be, as release.lua does for a mutex.
 local now = now_ms()
 local function wake()
   while true do
@@ -32,6 +39,12 @@ if ARGV[2] == 'w' then
   if not owns(redis.call('GET', KEYS[1]), ARGV[1]) then
     if waited then wake() end
     return 0
+  end
+  if ARGV[3] and ARGV[3] ~= '' then
+    local c = redis.call('GET', KEYS[7])
+    if c and tonumber(c) > tonumber(ARGV[3]) then
+      return 0
+    end
   end
   redis.call('DEL', KEYS[1])
 else
