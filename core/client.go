@@ -603,41 +603,12 @@ func (c *Client) register(ctx context.Context, key string, n names, tok string, 
 	}
 	if !c.wd.add(l, tk) {
 		if tk != nil && tk.void {
-			c.dropVoided(l)
 			return nil, fmt.Errorf("%w: %q: a release of token %q was under way", ErrNotAcquired, key, tok)
 		}
 		c.releaseQuietly(context.WithoutCancel(ctx), l) // closed meanwhile
 		return nil, ErrClosed
 	}
 	return &first.h, nil
-}
-
-// dropVoided deletes, in the background and bounded, what an acquisition
-// the Client voided (a release of its token was under way: see
-// watchdog.add) got on the server, where a release can name that
-// acquisition alone: a mutex lease or write hold, by its fence. A lease of
-// the token taken or re-entered since stays. The release under way no
-// longer deletes it: it names an earlier fence. Semaphore permits and read
-// holds are left to that release, or to their TTL.
-func (c *Client) dropVoided(l *lease) {
-	l.mu.Lock()
-	l.released = true
-	if l.timer != nil {
-		l.timer.Stop()
-	}
-	l.mu.Unlock()
-	fr, ok := c.be.(fencedReleaser)
-	if !ok || l.n.limit != 0 && l.n.limit != rwWrite {
-		return
-	}
-	f := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-		defer cancel()
-		_, _ = fr.releaseFenced(ctx, l.n, l.token, l.fence)
-	}
-	if !c.wd.goCounted(f) {
-		f()
-	}
 }
 
 // forget releases, in the background and bounded, a lease an acquisition
