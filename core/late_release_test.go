@@ -122,17 +122,6 @@ func TestRetriedReleaseSparesNextLease(t *testing.T) {
 	lateRelease(t, &redis.Options{ReadTimeout: time.Second}, 300*time.Millisecond, 1, false)
 }
 
-// The same on Redlock: each node's release names the acquisition's fence,
-// the highest its winners returned, so that a node where the job took the
-// lease again under its token keeps it.
-func TestRedlockLateReleaseSparesReentry(t *testing.T) {
-	lateRelease(t, &redis.Options{ReadTimeout: time.Second, MaxRetries: -1}, 0, 3, false)
-}
-
-func TestRedlockRetriedReleaseSparesNextLease(t *testing.T) {
-	lateRelease(t, &redis.Options{ReadTimeout: time.Second}, 300*time.Millisecond, 3, false)
-}
-
 // The same for a read-write lock's write hold: re-entry takes a new fence,
 // and no reader can raise the counter while a writer holds, so the write
 // release names its fence too.

@@ -189,21 +189,21 @@ func WithFair() SharedOption {
 // frees it: the other handles of the token are told (Lost) before that
 // release reaches the server, and an acquisition with the token that is
 // under way while such a release is makes no lock (ErrNotAcquired: the
-// release may delete what it got). Across processes, on a Redis or Redlock
-// mutex and a Redis write hold, a release ends only the acquisitions it
-// knows of: once another process re-entered the lease, a Release from an
-// earlier acquisition finds it taken over (ErrNotHeld) and leaves it to the
-// later one; so does a release that arrives late — its command held up in
-// the network after Release gave up on it, or sent again by the go-redis
-// client after a timeout (MaxRetries) — for a lease taken or re-entered
-// under the token since (on Redlock, node by node). For semaphore permits
-// and read holds a release deletes whatever the token holds: a handle in
-// another process learns of it only at its next renewal, and a late release
-// may delete a lease taken under the same token meanwhile (fences still
-// rise, so fenced storage rejects that holder's writes). Hand a token over
-// to a process that takes the work over, not to one that goes on sharing it.
-// Tokens are 1 to MaxTokenLen bytes of ASCII letters, digits and "-_.:". Use
-// Lock.Token to obtain a token to hand over.
+// release may delete what it got). Across processes, on a Redis mutex or
+// write hold, a release ends only the acquisitions it knows of: once another
+// process re-entered the lease, a Release from an earlier acquisition finds
+// it taken over (ErrNotHeld) and leaves it to the later one; so does a
+// release that arrives late — its command held up in the network after
+// Release gave up on it, or sent again by the go-redis client after a
+// timeout (MaxRetries) — for a lease taken or re-entered under the token
+// since. On Redlock, and for semaphore permits and read holds, a release
+// deletes whatever the token holds: a handle in another process learns of it
+// only at its next renewal, and a late release may delete a lease taken
+// under the same token meanwhile (fences still rise, so fenced storage
+// rejects that holder's writes). Hand a token over to a process that takes
+// the work over, not to one that goes on sharing it. Tokens are 1 to
+// MaxTokenLen bytes of ASCII letters, digits and "-_.:". Use Lock.Token to
+// obtain a token to hand over.
 func WithToken(token string) LockOption {
 	return lockOption(func(s *settings) {
 		if !validToken(token) {

@@ -25,12 +25,8 @@ import (
 // holders stood in the way (the waiter retries after a random delay or a
 // release notification) or a *QuorumError naming each failed node. A
 // release returns as soon as a majority deleted the lease; the other nodes'
-// deletes follow (Close waits for them). A node whose fence counter is
-// above the acquisition's fence keeps its lease: it was taken or
-// re-entered there since, under the same token (WithToken), and a release
-// that arrives late must not end it. Renewal needs a majority too, and
-// re-creates the lease on a node that lost it (restarted empty) while a
-// majority still holds it. The fence is the
+// deletes follow (Close waits for them). Renewal needs a majority too, and re-creates the lease on a node that lost it
+// (restarted empty) while a majority still holds it. The fence is the
 // highest of the nodes' counters. The client proposes the same fence to
 // every node (its clock in µs plus 100 ms), and a node whose counter is
 // below it takes it, up to 200 ms above its own clock: so nodes with
@@ -54,7 +50,8 @@ import (
 // lower fences turns an overlap into a rejected write. WithFair is not
 // available on Redlock. Re-entering a lease with WithToken takes a new
 // fence, above the original acquisition's, as on a single server. No nodes
-// is ErrInvalidOption, a nil node ErrNilClient.
+// is ErrInvalidOption, a
+// nil node ErrNilClient.
 func NewRedlock(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("%w: Redlock needs at least one node", ErrInvalidOption)

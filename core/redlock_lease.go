@@ -59,7 +59,7 @@ func (b *redlockBackend) acquire(ctx context.Context, n names, token, value stri
 		for _, r := range held {
 			skip[r.i] = true
 		}
-		b.releaseExcept(ctx, n, token, 0, skip, false)
+		b.releaseExcept(ctx, n, token, skip, false)
 	}
 	if len(held) > 0 && len(failed) <= len(b.nodes)-b.quorum {
 		// Contention, or a split vote: retry after the holder's expiry or
@@ -146,19 +146,17 @@ func (b *redlockBackend) untrack(c *calls) { c.drop() }
 
 // releaseAll deletes token's lease on every node and waits (bounded).
 func (b *redlockBackend) releaseAll(ctx context.Context, n names, token string) (released int, failed []nodeReply) {
-	return b.releaseExcept(ctx, n, token, 0, nil, false)
+	return b.releaseExcept(ctx, n, token, nil, false)
 }
 
 // releaseExcept is releaseAll that skips the nodes marked in skip: those
 // that answered an acquisition with another holder's lease (nothing of
-// ours to delete there). A fence other than 0 limits it to the
-// acquisition of that fence, as releaseFenced. Each node's delete waits
-// for the token's acquire call to that node, so that no late grant follows
-// it. With early set it returns once a majority deleted the lease and
-// every acquire call of the token has ended; the deletes on the other
-// nodes go on, and an acquisition presenting the token again waits for
-// them.
-func (b *redlockBackend) releaseExcept(ctx context.Context, n names, token string, fence int64, skip []bool, early bool) (released int, failed []nodeReply) {
+// ours to delete there). Each node's delete waits for the token's acquire
+// call to that node, so that no late grant follows it. With early set it
+// returns once a majority deleted the lease and every acquire call of the
+// token has ended; the deletes on the other nodes go on, and an
+// acquisition presenting the token again waits for them.
+func (b *redlockBackend) releaseExcept(ctx context.Context, n names, token string, skip []bool, early bool) (released int, failed []nodeReply) {
 	ctx = context.WithoutCancel(ctx)
 	pending, before := b.track(token)
 	defer b.untrack(pending)
@@ -168,7 +166,7 @@ func (b *redlockBackend) releaseExcept(ctx context.Context, n names, token strin
 		if skip != nil && skip[i] {
 			return nodeReply{}
 		}
-		ok, err := b.nodes[i].releaseNonce(ctx, n, token, nonce, fence)
+		ok, err := b.nodes[i].releaseNonce(ctx, n, token, nonce, 0) // nodes' counters differ: by token
 		return nodeReply{ok: ok, err: err}
 	}, func(r nodeReply) bool {
 		if r.err != nil {
@@ -192,25 +190,7 @@ func (b *redlockBackend) releaseExcept(ctx context.Context, n names, token strin
 // been taken over (ErrNotHeld) — unless the nodes that failed to answer
 // could have made up the majority, which is a QuorumError.
 func (b *redlockBackend) release(ctx context.Context, n names, token string) (bool, error) {
-	return b.releaseFenced(ctx, n, token, 0)
-}
-
-// releaseFenced is release of the acquisition of fence (see
-// fencedReleaser): a node whose counter is above fence had the lease of
-// the token taken or re-entered since, and keeps it.
-//
-// Why one fence serves every node, though their counters differ: a node's
-// acquisition script leaves its counter at the fence it returns, and the
-// acquisition's fence is the highest its winners returned (settleFence),
-// so on every node where the acquisition set the lease the counter stood
-// at or below fence. A counter only rises after that by next_fence —
-// another acquisition there, which needs the lease gone or of this token —
-// or by a write-back of another acquisition's fence, which won a majority
-// without this lease: where either happened, the release leaves the
-// node's lease (its own, a stale one, until its TTL) be. A heal (SET NX)
-// leaves the counter as it is.
-func (b *redlockBackend) releaseFenced(ctx context.Context, n names, token string, fence int64) (bool, error) {
-	released, failed := b.releaseExcept(ctx, n, token, fence, nil, true)
+	released, failed := b.releaseExcept(ctx, n, token, nil, true)
 	if released >= b.quorum {
 		return true, nil
 	}

@@ -1,0 +1,170 @@
+package core_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/faultnet"
+	"github.com/latchkey/latchkey/internal/redistest"
+)
+
+// A Redlock release must delete the lease on every node it was set on. An
+// acquisition returns once a majority won; a slower node still sets the
+// lease, and when its script runs more than fenceLead (100 ms) after the
+// proposal was made, its counter takes its own clock: above the
+// acquisition's fence (the max of the winners only). A release naming that
+// fence on every node (769597d, reverted after this review) left the slow
+// node's lease until its TTL.
+func TestReviewHRedlockSlowNodeLeaseOutlivesRelease(t *testing.T) {
+	var rdbs []redis.UniversalClient
+	var direct []*redis.Client
+	var pxs []*faultnet.Proxy
+	for range 3 {
+		srv := redistest.StartServer(t)
+		px := faultnet.Start(t, srv.Addr())
+		rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 2 * time.Second})
+		defer rdb.Close()
+		d := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		defer d.Close()
+		rdbs, direct, pxs = append(rdbs, rdb), append(direct, d), append(pxs, px)
+	}
+	c := mustNew(core.NewRedlock(rdbs, core.WithKeyPrefix("hrev")))
+	defer c.Close()
+	bg := context.Background()
+	if w, err := c.TryLock(bg, "warm"); err != nil {
+		t.Fatal(err)
+	} else if err := w.Release(bg); err != nil {
+		t.Fatal(err)
+	}
+	names := core.StorageNames("hrev", "k")
+	undo := pxs[2].Delay(faultnet.Up, 250*time.Millisecond, 0)
+	l, err := c.TryLock(bg, "k", core.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("acquired, fence %d", l.Fence())
+	time.Sleep(600 * time.Millisecond) // node 3's late grant lands
+	undo()
+	for i, d := range direct {
+		v, _ := d.Get(bg, names[0]).Result()
+		cnt, _ := d.Get(bg, names[1]).Result()
+		t.Logf("node %d before release: lease %q counter %s", i, v, cnt)
+	}
+	if err := l.Release(bg); err != nil {
+		t.Fatal(err)
+	}
+	c.Close() // waits for the release's other deletes
+	for i, d := range direct {
+		n, _ := d.Exists(bg, names[0]).Result()
+		ttl, _ := d.PTTL(bg, names[0]).Result()
+		if n != 0 {
+			t.Errorf("node %d still holds the released lease (pttl %v) until its TTL", i, ttl)
+		}
+	}
+}
+
+// A healed node keeps the counter an acquisition raised while the lease
+// was gone there (a rival's attempt that won that node alone and undid
+// itself). After two such episodes, on two of three nodes in turn (each
+// time the holder kept a majority, renewed and healed), a release naming
+// the acquisition's fence (769597d, reverted) left a majority of nodes
+// holding the lease: Release reported ErrNotHeld for a lease it held, and
+// the key stayed taken until its TTL.
+func TestReviewHRedlockHealedNodesOutliveRelease(t *testing.T) {
+	var rdbs []redis.UniversalClient
+	var singles []*core.Client
+	var direct []*redis.Client
+	for range 3 {
+		srv := redistest.StartServer(t)
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		defer rdb.Close()
+		d := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		defer d.Close()
+		s := mustNew(core.NewRedis(d, core.WithKeyPrefix("hrevh")))
+		defer s.Close()
+		rdbs, direct, singles = append(rdbs, rdb), append(direct, d), append(singles, s)
+	}
+	c := mustNew(core.NewRedlock(rdbs, core.WithKeyPrefix("hrevh")))
+	defer c.Close()
+	bg := context.Background()
+	names := core.StorageNames("hrevh", "k")
+	l, err := c.TryLock(bg, "k", core.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{2, 1} {
+		// Node i loses the lease (a partition outlasting its TTL there,
+		// simulated by DEL); a rival's attempt wins that node alone
+		// meanwhile and undoes itself.
+		direct[i].Del(bg, names[0])
+		r, err := singles[i].TryLock(bg, "k")
+		if err != nil {
+			t.Fatalf("rival on node %d: %v", i, err)
+		}
+		_ = r.Release(bg)
+		if err := l.Extend(bg, 30*time.Second); err != nil { // renews at a majority, heals node i
+			t.Fatalf("extend: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if n, _ := direct[i].Exists(bg, names[0]).Result(); n != 1 {
+			t.Fatalf("node %d not healed", i)
+		}
+	}
+	err = l.Release(bg)
+	c.Close()
+	var left []int
+	for i, d := range direct {
+		if n, _ := d.Exists(bg, names[0]).Result(); n != 0 {
+			left = append(left, i)
+		}
+	}
+	if err != nil || len(left) > 0 {
+		t.Errorf("Release of a lease held throughout: %v; nodes still holding it: %v", err, left)
+	}
+}
+
+// The same without any delay: a client whose clock is 1 s behind the
+// nodes' proposes a fence below every node's clock, so each node returns
+// its own clock; the node that answers last (outside the majority the
+// acquisition returned at) returns the highest, and kept the lease after
+// a fenced release (769597d, reverted).
+func TestReviewHRedlockSlowClockLeaseOutlivesRelease(t *testing.T) {
+	defer core.SetClockSkew(-time.Second)()
+	var rdbs []redis.UniversalClient
+	var direct []*redis.Client
+	for range 3 {
+		srv := redistest.StartServer(t)
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		defer rdb.Close()
+		rdbs, direct = append(rdbs, rdb), append(direct, rdb)
+	}
+	c := mustNew(core.NewRedlock(rdbs, core.WithKeyPrefix("hrevs")))
+	defer c.Close()
+	bg := context.Background()
+	names := core.StorageNames("hrevs", "k")
+	stuck := 0
+	for range 20 {
+		l, err := c.TryLock(bg, "k", core.WithTTL(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if err := l.Release(bg); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+		for _, d := range direct {
+			if n, _ := d.Exists(bg, names[0]).Result(); n != 0 {
+				stuck++
+				d.Del(bg, names[0])
+			}
+		}
+	}
+	if stuck > 0 {
+		t.Errorf("%d of 20 releases left a node holding the lease until its TTL", stuck)
+	}
+}
