@@ -12,6 +12,26 @@ import (
 	"github.com/latchkey/latchkey/internal/redistest"
 )
 
+// redlockNodes starts n private servers for a Redlock test: the clients a
+// Redlock Client uses (through a faultnet proxy each when proxied), the
+// direct ones a test reads the nodes with, and the proxies (nil if not).
+func redlockNodes(t *testing.T, n int, proxied bool) (rdbs []redis.UniversalClient, direct []*redis.Client, pxs []*faultnet.Proxy) {
+	for range n {
+		srv := redistest.StartServer(t)
+		addr := srv.Addr()
+		if proxied {
+			px := faultnet.Start(t, srv.Addr())
+			pxs, addr = append(pxs, px), px.Addr()
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 2 * time.Second})
+		t.Cleanup(func() { rdb.Close() })
+		d := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		t.Cleanup(func() { d.Close() })
+		rdbs, direct = append(rdbs, rdb), append(direct, d)
+	}
+	return rdbs, direct, pxs
+}
+
 // A Redlock release must delete the lease on every node it was set on. An
 // acquisition returns once a majority won; a slower node still sets the
 // lease, and when its script runs more than fenceLead (100 ms) after the
@@ -20,18 +40,7 @@ import (
 // fence on every node (769597d, reverted after this review) left the slow
 // node's lease until its TTL.
 func TestReviewHRedlockSlowNodeLeaseOutlivesRelease(t *testing.T) {
-	var rdbs []redis.UniversalClient
-	var direct []*redis.Client
-	var pxs []*faultnet.Proxy
-	for range 3 {
-		srv := redistest.StartServer(t)
-		px := faultnet.Start(t, srv.Addr())
-		rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 2 * time.Second})
-		defer rdb.Close()
-		d := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-		defer d.Close()
-		rdbs, direct, pxs = append(rdbs, rdb), append(direct, d), append(pxs, px)
-	}
+	rdbs, direct, pxs := redlockNodes(t, 3, true)
 	c := mustNew(core.NewRedlock(rdbs, core.WithKeyPrefix("hrev")))
 	defer c.Close()
 	bg := context.Background()
@@ -75,18 +84,12 @@ func TestReviewHRedlockSlowNodeLeaseOutlivesRelease(t *testing.T) {
 // holding the lease: Release reported ErrNotHeld for a lease it held, and
 // the key stayed taken until its TTL.
 func TestReviewHRedlockHealedNodesOutliveRelease(t *testing.T) {
-	var rdbs []redis.UniversalClient
+	rdbs, direct, _ := redlockNodes(t, 3, false)
 	var singles []*core.Client
-	var direct []*redis.Client
-	for range 3 {
-		srv := redistest.StartServer(t)
-		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-		defer rdb.Close()
-		d := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-		defer d.Close()
+	for _, d := range direct {
 		s := mustNew(core.NewRedis(d, core.WithKeyPrefix("hrevh")))
 		defer s.Close()
-		rdbs, direct, singles = append(rdbs, rdb), append(direct, d), append(singles, s)
+		singles = append(singles, s)
 	}
 	c := mustNew(core.NewRedlock(rdbs, core.WithKeyPrefix("hrevh")))
 	defer c.Close()
@@ -134,14 +137,7 @@ func TestReviewHRedlockHealedNodesOutliveRelease(t *testing.T) {
 // a fenced release (769597d, reverted).
 func TestReviewHRedlockSlowClockLeaseOutlivesRelease(t *testing.T) {
 	defer core.SetClockSkew(-time.Second)()
-	var rdbs []redis.UniversalClient
-	var direct []*redis.Client
-	for range 3 {
-		srv := redistest.StartServer(t)
-		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-		defer rdb.Close()
-		rdbs, direct = append(rdbs, rdb), append(direct, rdb)
-	}
+	rdbs, direct, _ := redlockNodes(t, 3, false)
 	c := mustNew(core.NewRedlock(rdbs, core.WithKeyPrefix("hrevs")))
 	defer c.Close()
 	bg := context.Background()

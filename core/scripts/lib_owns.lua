@@ -16,3 +16,13 @@ local function set_nx(key, val, ttl)
   if r then return false, r end
   return true
 end
+
+-- taken_since: was the lease of the acquisition of fence (a string, or ''
+-- for none) taken or re-entered since? Its counter (key counter) stands
+-- above fence then: every acquisition and re-entry takes a new fence.
+-- Without a fence, or a counter, nothing says so.
+local function taken_since(counter, fence)
+  if not fence or fence == '' then return false end
+  local c = redis.call('GET', counter)
+  return c ~= false and c ~= nil and tonumber(c) > tonumber(fence)
+end

@@ -42,11 +42,8 @@ if not owns(v, ARGV[1]) then
   end
   return 0
 end
-if ARGV[7] and ARGV[7] ~= '' then
-  local c = redis.call('GET', KEYS[2])
-  if c and tonumber(c) > tonumber(ARGV[7]) then
-    return 0
-  end
+if taken_since(KEYS[2], ARGV[7]) then
+  return 0
 end
 local waited = ARGV[6] == '1'
 if ARGV[4] == '' and not waited and redis.call('EXISTS', KEYS[5], KEYS[3], KEYS[6]) == 0 then

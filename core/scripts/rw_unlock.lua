@@ -40,11 +40,8 @@ if ARGV[2] == 'w' then
     if waited then wake() end
     return 0
   end
-  if ARGV[3] and ARGV[3] ~= '' then
-    local c = redis.call('GET', KEYS[7])
-    if c and tonumber(c) > tonumber(ARGV[3]) then
-      return 0
-    end
+  if taken_since(KEYS[7], ARGV[3]) then
+    return 0
   end
   redis.call('DEL', KEYS[1])
 else
