@@ -48,6 +48,11 @@ type names struct {
 	// waited: the lease was taken after waiting (Client.wait): someone
 	// else likely waits too, so its release looks into the queue first.
 	waited bool
+
+	// given: the token is the caller's (WithToken), so others may hold
+	// with it; an acquisition that fails takes back only what it set
+	// itself, never by token.
+	given bool
 }
 
 // The limit of a read-write lock's names, by the hold.
@@ -147,6 +152,7 @@ func touchEntryTTL() time.Duration { return time.Duration(touchTimings[1].Load()
 // acquireResult is the outcome of one acquisition attempt.
 type acquireResult struct {
 	acquired  bool          // the lease is ours (new, or re-entered with the same token)
+	reentered bool          // acquired, and the token held it already (a re-entry, or a grant's claim)
 	fence     int64         // the lease's fence, when acquired
 	holderTTL time.Duration // the holder's remaining TTL, when held (<0: unknown)
 	queued    bool          // held, and the caller joined the fair queue (waiters queue already)

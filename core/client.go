@@ -172,6 +172,7 @@ func (c *Client) acquire(ctx context.Context, key string, limit int, opts []Lock
 		}
 	}
 	n := c.kindNames(key, limit)
+	n.given = s.token != ""
 	tok := s.token
 	if tok == "" {
 		tok = rand.Text()

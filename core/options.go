@@ -200,8 +200,13 @@ func WithFair() SharedOption {
 // deletes whatever the token holds: a handle in another process learns of it
 // only at its next renewal, and a late release may delete a lease taken
 // under the same token meanwhile (fences still rise, so fenced storage
-// rejects that holder's writes). Hand a token over to a process that takes
-// the work over, not to one that goes on sharing it. Tokens are 1 to
+// rejects that holder's writes). An acquisition under the token that
+// fails (too few replica acknowledgements, too few Redlock nodes) takes
+// back only a lease it set itself, never one it re-entered: that one is
+// its holder's. Where no answer came to say which (a timeout, a Redlock
+// node that did not answer), what it may have set lapses at its TTL. Hand
+// a token over to a process that takes the work over, not to one that
+// goes on sharing it. Tokens are 1 to
 // MaxTokenLen bytes of ASCII letters, digits and "-_.:". Use Lock.Token to
 // obtain a token to hand over.
 func WithToken(token string) LockOption {

@@ -464,7 +464,13 @@ func (b *redisBackend) acquireAcked(ctx context.Context, n names, token string, 
 		return r, err
 	}
 	if err := b.checkAcks(acks); err != nil {
-		_, _ = b.release(context.WithoutCancel(ctx), n, token)
+		ctx := context.WithoutCancel(ctx)
+		switch {
+		case !n.given: // nobody else holds with the Client's own token
+			_, _ = b.release(ctx, n, token)
+		case !r.reentered: // what it set, unless re-entered since
+			_, _ = b.releaseFenced(ctx, n, token, r.fence)
+		} // else the lease was there before: its holder's
 		return acquireResult{}, err
 	}
 	return r, nil
@@ -519,7 +525,7 @@ func parseAcquire(v []int64) (acquireResult, error) {
 		return acquireResult{}, fmt.Errorf("core: unexpected acquire reply %v", slices.Clone(v)) // v may be on the caller's stack
 	}
 	if v[0] == 1 || v[0] == 2 { // acquired, or re-entered with the same token
-		return acquireResult{acquired: true, fence: v[1]}, nil
+		return acquireResult{acquired: true, reentered: v[0] == 2, fence: v[1]}, nil
 	}
 	ttl := time.Duration(v[1]) * time.Millisecond
 	if v[1] < 0 {

@@ -25,10 +25,17 @@ func (b *redlockBackend) acquire(ctx context.Context, n names, token, value stri
 	// deleting it on other nodes: each call waits for that node's delete.
 	pending, before := b.track(token)
 	defer b.untrack(pending)
+	var final []nodeReply // under a caller's token: each node's answer, once its call ended
+	if n.given {
+		final = make([]nodeReply, len(b.nodes))
+	}
 	proposal := fenceProposal()
 	unanswered := b.fanoutTracked(ctx, nodeTimeout(ttl), pending, func(ctx context.Context, i int) nodeReply {
 		before.wait(i)
 		r, err := b.nodes[i].acquireProposed(ctx, n, token, value, ttl, proposal)
+		if final != nil {
+			final[i] = nodeReply{acq: r, err: err}
+		}
 		return nodeReply{acq: r, err: err}
 	}, func(r nodeReply) bool {
 		switch {
@@ -45,7 +52,7 @@ func (b *redlockBackend) acquire(ctx context.Context, n names, token, value stri
 	if len(won) >= b.quorum && validity > 0 {
 		fence, err := b.settleFence(ctx, n, won, ttl)
 		if err != nil {
-			b.releaseAll(ctx, n, token)
+			b.undo(ctx, n, token, nil, pending, final)
 			return acquireResult{}, err
 		}
 		return acquireResult{acquired: true, fence: fence}, nil
@@ -59,7 +66,7 @@ func (b *redlockBackend) acquire(ctx context.Context, n names, token, value stri
 		for _, r := range held {
 			skip[r.i] = true
 		}
-		b.releaseExcept(ctx, n, token, skip, false)
+		b.undo(ctx, n, token, skip, pending, final)
 	}
 	if len(held) > 0 && len(failed) <= len(b.nodes)-b.quorum {
 		// Contention, or a split vote: retry after the holder's expiry or
@@ -76,6 +83,36 @@ func (b *redlockBackend) acquire(ctx context.Context, n names, token, value stri
 		return acquireResult{}, fmt.Errorf("core: redlock acquire took %v of a %v ttl: no validity left", time.Since(start), ttl)
 	}
 	return acquireResult{}, b.quorumError("acquire", len(won), failed)
+}
+
+// undo takes back what a failed acquisition (its node calls: acq) set.
+// Under a token of the Client's own, nobody else holds with it: the
+// token's lease goes on every node but those marked in skip (see
+// releaseExcept). Under a caller's token (WithToken), final holds each
+// node's answer once its call ended; a node's lease goes only where the
+// node answered with a lease it set (not a re-entry: that lease was there
+// before, its holder's), and only if nobody took or re-entered it since,
+// by the fence that node returned. A node that never answered may keep
+// what the acquisition set there until its TTL: nothing says whose it is.
+func (b *redlockBackend) undo(ctx context.Context, n names, token string, skip []bool, acq *calls, final []nodeReply) {
+	if !n.given {
+		b.releaseExcept(ctx, n, token, skip, false)
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	pending, before := b.track(token)
+	defer b.untrack(pending)
+	nonce := releaseNonce()
+	b.fanoutTracked(ctx, 500*time.Millisecond, pending, func(ctx context.Context, i int) nodeReply {
+		acq.wait(i) // final[i] is its answer from here on
+		before.wait(i)
+		r := final[i]
+		if r.err != nil || !r.acq.acquired || r.acq.reentered {
+			return nodeReply{}
+		}
+		ok, err := b.nodes[i].releaseNonce(ctx, n, token, nonce, r.acq.fence)
+		return nodeReply{ok: ok, err: err}
+	}, func(nodeReply) bool { return false })
 }
 
 // calls counts one token's node calls still running: an acquisition's, or
@@ -144,12 +181,8 @@ func (b *redlockBackend) track(token string) (c, before *calls) {
 // are done, without blocking.
 func (b *redlockBackend) untrack(c *calls) { c.drop() }
 
-// releaseAll deletes token's lease on every node and waits (bounded).
-func (b *redlockBackend) releaseAll(ctx context.Context, n names, token string) (released int, failed []nodeReply) {
-	return b.releaseExcept(ctx, n, token, nil, false)
-}
-
-// releaseExcept is releaseAll that skips the nodes marked in skip: those
+// releaseExcept deletes token's lease on every node but those marked in
+// skip (if not nil), and waits (bounded). The nodes skipped are those
 // that answered an acquisition with another holder's lease (nothing of
 // ours to delete there). Each node's delete waits for the token's acquire
 // call to that node, so that no late grant follows it. With early set it

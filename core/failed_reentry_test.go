@@ -1,0 +1,134 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/faultnet"
+	"github.com/latchkey/latchkey/internal/redistest"
+)
+
+// An acquisition under a caller's token (WithToken) that fails takes back
+// what it set, and nothing else: where the token's lease was there before
+// it came, the lease is its holder's. These tests hold a key under a token
+// in one Client, fail a second Client's acquisition under the same token,
+// and check that a third cannot take the key while the holder's lock lives.
+
+// A Redlock re-entry whose nodes all answer after the node timeout fails
+// with a QuorumError. Its clean-up used to delete the token's lease on
+// every node (by token, after the late scripts ran): the holder's lease,
+// on all of them. Found by the review of 2026-11-28 (medium).
+func TestRedlockFailedReentrySparesHolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault injection, 2 s: make ci runs it")
+	}
+	rdbs, _, pxs := redlockNodes(t, 3, true)
+	opt := core.WithKeyPrefix("fre")
+	holder := mustNew(core.NewRedlock(rdbs, opt))
+	defer holder.Close()
+	other := mustNew(core.NewRedlock(rdbs, opt))
+	defer other.Close()
+	rival := mustNew(core.NewRedlock(rdbs, opt))
+	defer rival.Close()
+	bg := context.Background()
+	for _, c := range []*core.Client{holder, other, rival} { // dialled, scripts loaded
+		if w, err := c.TryLock(bg, "warm"); err != nil {
+			t.Fatal(err)
+		} else if err := w.Release(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	token := core.WithToken("job-7")
+	l, err := holder.TryLock(bg, "k", token, core.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(bg)
+	var undo []func()
+	for _, px := range pxs { // well past the node timeout of a 2 s TTL (200 ms)
+		undo = append(undo, px.Delay(faultnet.Up, 400*time.Millisecond, 0))
+	}
+	_, err = other.TryLock(bg, "k", token, core.WithTTL(2*time.Second))
+	var qe *core.QuorumError
+	if !errors.As(err, &qe) {
+		t.Fatalf("the re-entry whose nodes answered late: %v, want a QuorumError", err)
+	}
+	time.Sleep(1500 * time.Millisecond) // the late scripts, and any clean-up, land
+	for _, u := range undo {
+		u()
+	}
+	keptOrTold(t, rival, "k", l)
+	if err := l.Release(bg); err != nil {
+		t.Errorf("the holder's Release: %v", err)
+	}
+}
+
+// A Redlock acquisition under a caller's token that loses the vote still
+// takes back the leases it set (the nodes that answered with a fresh
+// grant): the key is not left taken until their TTL.
+func TestRedlockFailedGivenTokenUndoesItsGrants(t *testing.T) {
+	rdbs, direct, _ := redlockNodes(t, 3, false)
+	opt := core.WithKeyPrefix("freu")
+	c := mustNew(core.NewRedlock(rdbs, opt))
+	defer c.Close()
+	bg := context.Background()
+	names := core.StorageNames("freu", "k")
+	for i := range 2 { // another holder on two nodes of three
+		s := mustNew(core.NewRedis(direct[i], opt))
+		defer s.Close()
+		h, err := s.TryLock(bg, "k", core.WithTTL(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Release(bg)
+	}
+	_, err := c.TryLock(bg, "k", core.WithToken("job-8"), core.WithTTL(30*time.Second))
+	if !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("TryLock against a majority held: %v, want ErrNotAcquired", err)
+	}
+	c.Close() // waits for the clean-up's deletes
+	if n, _ := direct[2].Exists(bg, names[0]).Result(); n != 0 {
+		v, _ := direct[2].Get(bg, names[0]).Result()
+		t.Errorf("node 2 keeps the failed acquisition's lease %q until its TTL", v)
+	}
+}
+
+// On a single server, an acquisition that waits for replicas (WithReplicaAck)
+// and gets too few acknowledgements is given back; a re-entry given back
+// by token deleted the holder's lease.
+func TestAckedFailedReentrySparesHolder(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	opt := core.WithKeyPrefix("fra")
+	holder := mustNew(core.NewRedis(rdb, opt))
+	defer holder.Close()
+	acked := mustNew(core.NewRedis(rdb, opt, core.WithReplicaAck(1, 50*time.Millisecond))) // no replica answers
+	defer acked.Close()
+	rival := mustNew(core.NewRedis(rdb, opt))
+	defer rival.Close()
+	bg := context.Background()
+	token := core.WithToken("job-9")
+	l, err := holder.TryLock(bg, "k", token, core.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(bg)
+	if _, err := acked.TryLock(bg, "k", token); !errors.Is(err, core.ErrReplicaAck) {
+		t.Fatalf("the re-entry without a replica: %v, want ErrReplicaAck", err)
+	}
+	keptOrTold(t, rival, "k", l)
+	// A fresh acquisition under a caller's token is given back as before.
+	if _, err := acked.TryLock(bg, "k2", token); !errors.Is(err, core.ErrReplicaAck) {
+		t.Fatalf("without a replica: %v, want ErrReplicaAck", err)
+	}
+	names := core.StorageNames("fra", "k2")
+	if n, _ := rdb.Exists(bg, names[0]).Result(); n != 0 {
+		t.Errorf("the failed acquisition of k2 left its lease")
+	}
+}
