@@ -19,7 +19,23 @@ import (
 // A counter set after such a step could stand below fences handed out
 // before it (a step back while a counter lives is harmless: the counter
 // only counts up).
+//
+// A counter outlives the leases of its key, as a fenced release needs it
+// to: an acquisition gives it at least its lease's TTL and a minute
+// (retentionFor), a re-entry the lease's time left and a minute, and a
+// Client renews it with a lease's renewal when it could otherwise expire
+// first (lease.keepCounter).
 const fenceRetention = 5 * time.Minute
+
+// retentionFor is the retention an acquisition of a lease of ttl gives its
+// fence counter, as the script argument: fenceRetention, or the TTL and a
+// minute when that is longer.
+func retentionFor(ttl time.Duration) any {
+	if ttl+time.Minute <= fenceRetention {
+		return retentionArg
+	}
+	return (ttl + time.Minute).Milliseconds()
+}
 
 // names are the storage names of one lock key. They share the hash tag
 // {<key>}, so a script touching them all runs on one Cluster slot.
@@ -171,6 +187,7 @@ type extendReq struct {
 	gone    bool          // not extended: no lease at all (not another owner's)
 	heal    []int         // when ok, Redlock: the nodes that had lost the lease
 	grouped bool          // Redis: renewed with others in one script (extendGroups)
+	keep    bool          // Redis, a mutex or write hold: keep its fence counter alive too (see lease.keepCounter)
 	err     error
 }
 

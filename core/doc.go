@@ -11,10 +11,11 @@
 //     clients, processes and restarts or failovers of a Redis that lost
 //     data, all of it or only the latest writes (a fence is one above the
 //     key's counter and never below the server clock in microseconds; the
-//     counter lives five minutes from the last acquisition, so a released
-//     key leaves nothing in Redis after five minutes; this assumes the
-//     server's clock never steps back by five minutes or more, nor, across
-//     a restart or failover, by more than the time it took). Pass it with
+//     counter lives five minutes from the last acquisition, and never less
+//     than the key's lease, so a released key leaves nothing in Redis after
+//     five minutes, or its lease's TTL and a minute if longer; this assumes
+//     the server's clock never steps back by five minutes or more, nor,
+//     across a restart or failover, by more than the time it took). Pass it with
 //     every protected write and let storage reject lower fences: a holder
 //     that paused past its TTL (GC, swap, a slow network) then cannot
 //     overwrite its successor.

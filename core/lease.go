@@ -46,6 +46,7 @@ type lease struct {
 	closed    bool        // Close took it away
 	renewing  bool        // a watchdog renewal is out and not yet given up on
 	renewErr  error       // the failure of the renewals since the last success
+	counterAt time.Time   // when a renewal last kept the fence counter alive (see keepCounter)
 	lostErr   error       // non-nil once lost
 	lostCh    chan struct{}
 	signaled  bool                // lostCh is (to be) closed
@@ -121,6 +122,35 @@ func (l *lease) confirm(sent time.Time, left time.Duration) {
 			l.timer.Reset(time.Until(d))
 		}
 	}
+}
+
+// keepCounter reports whether a renewal of l sent at sent, for ttl, must
+// keep the key's fence counter alive too (extendReq.keep): l is a mutex
+// lease or a write hold, and its counter could expire within two TTLs and
+// a minute. Every script that sets the counter gives it fenceRetention at
+// least, from when it runs (retentionFor, hold_counter in lib_fence.lua):
+// so it lives until fenceRetention after l's acquisition was sent, or
+// after the last renewal that kept it, whatever else happened to it since.
+// l.mu is held.
+func (l *lease) keepCounter(sent time.Time, ttl time.Duration) bool {
+	if l.n.limit != 0 && l.n.limit != rwWrite {
+		return false
+	}
+	from := l.start
+	if l.counterAt.After(from) {
+		from = l.counterAt
+	}
+	return !sent.Add(2*ttl + time.Minute).Before(from.Add(fenceRetention))
+}
+
+// keptCounter records a renewal sent at sent that kept the counter alive
+// (it succeeded).
+func (l *lease) keptCounter(sent time.Time) {
+	l.mu.Lock()
+	if sent.After(l.counterAt) {
+		l.counterAt = sent
+	}
+	l.mu.Unlock()
 }
 
 // expire is the deadline timer: the lease is lost unless a confirmation

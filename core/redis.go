@@ -76,7 +76,7 @@ var (
 	classicScripts     = newNotifyScripts(libPub)
 	shardedScripts     = newNotifyScripts(libPubSharded)
 	acquireScript      = classicScripts.acquire
-	extendScript       = newLuaScript(libOwns + extendLua)
+	extendScript       = newLuaScript(libOwns + libFence + extendLua)
 	releaseScript      = classicScripts.release
 	inspectScript      = newLuaScript(libPub + libWait + inspectLua)
 	fenceMaxScript     = newLuaScript(fenceMaxLua)
@@ -363,7 +363,7 @@ func (b *redisBackend) acquire(ctx context.Context, n names, token, value string
 		val = value
 	}
 	script, keys := b.pubs.acquire, append(kb[:0], n.lease, n.fence)
-	args := append(ab[:0], tok, val, b.ttlArg(ttl), retentionArg)
+	args := append(ab[:0], tok, val, b.ttlArg(ttl), retentionFor(ttl))
 	heard := false // grants on the Client's channel were heard before the script ran
 	waits := false // a mutex waiter that may join W
 	alive := ""    // "1": it enters the Client in A
@@ -538,7 +538,7 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 	if b.ackN > 0 {
 		for i := range reqs {
 			r := &reqs[i]
-			cmd, acks, err := b.runAcked(ctx, r.n.lease, r.script(), r.keys(), []any{r.token, r.ttl.Milliseconds()})
+			cmd, acks, err := b.runAcked(ctx, r.n.lease, r.script(), r.keys(), r.args())
 			if err != nil {
 				r.set(0, err)
 				continue
@@ -554,7 +554,7 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 	}
 	if len(reqs) == 1 {
 		r := &reqs[0]
-		r.set(r.script().Run(ctx, b.rdb, r.keys(), r.token, r.ttl.Milliseconds()).Int64())
+		r.set(r.script().Run(ctx, b.rdb, r.keys(), r.args()...).Int64())
 		return
 	}
 	// Mutex and write-hold leases of one Cluster slot (all of them, on a
@@ -577,7 +577,7 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 			if r.grouped {
 				continue
 			}
-			cmds[i] = r.script().EvalSha(ctx, p, r.keys(), r.token, r.ttl.Milliseconds())
+			cmds[i] = r.script().EvalSha(ctx, p, r.keys(), r.args()...)
 		}
 		return nil
 	})
@@ -614,7 +614,7 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 		}
 		v, err := cmds[i].Int64()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			v, err = r.script().Run(ctx, b.rdb, r.keys(), r.token, r.ttl.Milliseconds()).Int64()
+			v, err = r.script().Run(ctx, b.rdb, r.keys(), r.args()...).Int64()
 		}
 		r.set(v, err)
 	}
@@ -628,7 +628,7 @@ func (b *redisBackend) extendGroups(reqs []extendReq) [][]int {
 	bySlot := map[uint16][]int{}
 	var order []uint16
 	for i := range reqs {
-		if reqs[i].script() != extendScript {
+		if reqs[i].script() != extendScript || reqs[i].keep {
 			continue
 		}
 		var slot uint16
@@ -658,8 +658,18 @@ func (r *extendReq) keys() []string {
 		return []string{r.n.lease, r.n.vals}
 	case r.n.limit == rwRead:
 		return []string{r.n.readers, r.n.vals}
+	case r.keep:
+		return []string{r.n.lease, r.n.fence}
 	}
 	return []string{r.n.lease}
+}
+
+// args are the extend script's arguments (see keys).
+func (r *extendReq) args() []any {
+	if r.keep && r.script() == extendScript {
+		return []any{r.token, r.ttl.Milliseconds(), (r.ttl + fenceRetention).Milliseconds()}
+	}
+	return []any{r.token, r.ttl.Milliseconds()}
 }
 
 // script is the extend script of the request's kind of lease: a permit or
@@ -1161,7 +1171,7 @@ func (b *redisBackend) canAcquireAll(ns []names) bool {
 func (b *redisBackend) acquireAll(ctx context.Context, ns []names, values []string, ttl time.Duration) (allResult, error) {
 	keys := make([]string, 0, 2*len(ns))
 	args := make([]any, 0, 2+len(ns))
-	args = append(args, ttl.Milliseconds(), retentionArg)
+	args = append(args, ttl.Milliseconds(), retentionFor(ttl))
 	for i, n := range ns {
 		keys = append(keys, n.lease, n.fence)
 		args = append(args, values[i])

@@ -58,7 +58,7 @@ var clockSkew atomic.Int64
 // without the fair queue, proposing the fence.
 func (b *redisBackend) acquireProposed(ctx context.Context, n names, token, value string, ttl time.Duration, proposal string) (acquireResult, error) {
 	keys := []string{n.lease, n.fence}
-	args := []any{token, value, ttl.Milliseconds(), retentionArg, proposal}
+	args := []any{token, value, ttl.Milliseconds(), retentionFor(ttl), proposal}
 	if b.ackN > 0 {
 		return b.acquireAcked(ctx, n, token, redlockAcquireScript, keys, args)
 	}

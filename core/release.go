@@ -31,7 +31,10 @@ func (c *Client) extend(ctx context.Context, l *lease, ttl time.Duration) (err e
 		return fmt.Errorf("%w: %q: released", ErrNotHeld, l.key)
 	}
 	sent := time.Now()
-	req := []extendReq{{n: l.n, token: l.token, ttl: ttl}}
+	l.mu.Lock()
+	keep := l.keepCounter(sent, ttl)
+	l.mu.Unlock()
+	req := []extendReq{{n: l.n, token: l.token, ttl: ttl, keep: keep}}
 	c.be.extend(ctx, req)
 	r := &req[0]
 	if r.err != nil {
@@ -43,6 +46,9 @@ func (c *Client) extend(ctx context.Context, l *lease, ttl time.Duration) (err e
 		return err
 	}
 	l.confirm(sent, r.left)
+	if keep {
+		l.keptCounter(sent)
+	}
 	c.heal(ctx, l, r)
 	l.mu.Lock()
 	lost, closed = l.lostErr, l.closed

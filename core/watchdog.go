@@ -457,7 +457,7 @@ func (w *watchdog) renew(batch []*lease) {
 	var earliest time.Time
 	for i, l := range batch {
 		l.mu.Lock()
-		reqs[i] = extendReq{n: l.n, token: l.token, ttl: l.ttl}
+		reqs[i] = extendReq{n: l.n, token: l.token, ttl: l.ttl, keep: l.keepCounter(sent, l.ttl)}
 		if earliest.IsZero() || l.deadline.Before(earliest) {
 			earliest = l.deadline
 		}
@@ -514,6 +514,9 @@ func (c *Client) renewed(ctx context.Context, l *lease, sent time.Time, r *exten
 	switch {
 	case r.err == nil && r.ok:
 		l.confirm(sent, r.left)
+		if r.keep {
+			l.keptCounter(sent)
+		}
 		c.heal(context.WithoutCancel(ctx), l, r)
 	case r.err == nil:
 		l.markLost(lostError(l.key, errors.New("lease expired or taken over")))

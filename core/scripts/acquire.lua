@@ -28,7 +28,7 @@ if ARGV[5] ~= '1' and owns(held, ARGV[1]) then
   end
   -- A new fence, as for any acquisition: the lease may be one a restart
   -- brought back, its counter with it, after fences handed out since.
-  return {2, next_fence(KEYS[2], ARGV[4])}
+  return {2, reentry_fence(KEYS[2], ARGV[4], KEYS[1])}
 end
 if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
   local a = nil

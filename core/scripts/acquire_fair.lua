@@ -33,7 +33,7 @@ if v then
     redis.call('SET', KEYS[1], ARGV[2], 'PX', math.max(redis.call('PTTL', KEYS[1]), tonumber(ARGV[3])))
     redis.call('ZREM', KEYS[3], me)
     -- A new fence, as for any acquisition (see acquire.lua).
-    return {2, next_fence(KEYS[2], ARGV[4])}
+    return {2, reentry_fence(KEYS[2], ARGV[4], KEYS[1])}
   end
   enqueue()
   return {0, redis.call('PTTL', KEYS[1])}

@@ -17,6 +17,16 @@
 -- most FENCE_LEAD_MAX, so that the nodes agree.
 local FENCE_LEAD_MAX = 200000
 
+-- hold_counter: the counter lives at least ms (a number or its string)
+-- from now. A counter must outlive every lease of its key: a fenced
+-- release (release.lua, rw_unlock.lua) that finds no counter cannot tell
+-- a lease taken since from its own.
+local function hold_counter(key, ms)
+  if redis.call('PTTL', key) < tonumber(ms) then
+    redis.call('PEXPIRE', key, ms)
+  end
+end
+
 local function next_fence(key, retention, proposed)
   local f = redis.call('INCR', key)
   local t = redis.call('TIME')
@@ -28,5 +38,19 @@ local function next_fence(key, retention, proposed)
     redis.call('SET', key, string.format('%.0f', floor), 'PX', retention)
     return floor
   end
+  -- Ahead of the clock (an acquisition in the same microsecond, a Redlock
+  -- proposal, a clock that stepped back): the counter keeps the expiry an
+  -- earlier acquisition gave it, unless that is too soon.
+  hold_counter(key, retention)
   return f
 end
+
+-- reentry_fence is next_fence for a re-entry of lease: the lease may
+-- outlive the retention this caller gives (another holder's longer TTL),
+-- and its counter must not expire first.
+local function reentry_fence(key, retention, lease, proposed)
+  local f = next_fence(key, retention, proposed)
+  hold_counter(key, redis.call('PTTL', lease) + 60000)
+  return f
+end
+

@@ -17,6 +17,6 @@ if owns(held, ARGV[1]) then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
   end
   -- A new fence, as for any acquisition (see acquire.lua).
-  return {2, next_fence(KEYS[2], ARGV[4], ARGV[5])}
+  return {2, reentry_fence(KEYS[2], ARGV[4], KEYS[1], ARGV[5])}
 end
 return {0, redis.call('PTTL', KEYS[1])}

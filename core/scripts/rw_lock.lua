@@ -37,7 +37,7 @@ if v then
       redis.call('PEXPIRE', KEYS[1], ARGV[3])
     end
     -- A new fence, as for any acquisition (see acquire.lua).
-    return {2, next_fence(KEYS[5], ARGV[4])}
+    return {2, reentry_fence(KEYS[5], ARGV[4], KEYS[1])}
   end
   return join({0, redis.call('PTTL', KEYS[1])})
 end
