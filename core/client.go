@@ -691,8 +691,10 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 // notification subscription ends, and every lease still held is reported
 // lost at once (Lost closes; under Do the callback's context is cancelled)
 // wherever its renewal is. Auto-renewed leases are then released (best
-// effort, bounded); those taken with WithAutoRenew(false) stay on the
-// server for the TTL their holder chose. Release and Extend of a lease
+// effort, bounded, and as Release would: a Redis mutex lease or write hold
+// that another process re-entered under its token since stays); those
+// taken with WithAutoRenew(false) stay on the server for the TTL their
+// holder chose. Release and Extend of a lease
 // taken before Close return an error matching ErrClosed. Close does not
 // close the Redis clients given to the constructor. Calling it again does
 // nothing, and so does Close on a nil *Client (what a failed constructor

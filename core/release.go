@@ -139,15 +139,9 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
 	}
-	var ok bool
-	if fr, fenced := c.be.(fencedReleaser); fenced && (l.n.limit == 0 || l.n.limit == rwWrite) {
-		// Only the acquisition it ends, or one of its twins here: a
-		// release that arrives late (held up in the network, or sent
-		// again after a timeout) leaves a later lease of the token be.
-		ok, err = fr.releaseFenced(ctx, l.n, l.token, fence)
-	} else {
-		ok, err = c.be.release(ctx, l.n, l.token)
-	}
+	// Only the acquisition it ends, or one of its twins here (see
+	// deleteLease).
+	ok, err := c.deleteLease(ctx, l, fence)
 	c.wd.released(leaseID{l.n.lease, l.token})
 	if err != nil {
 		return fmt.Errorf("%w: release %q: %w", ErrUnavailable, l.key, err)
@@ -156,6 +150,19 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 		return fmt.Errorf("%w: %q: lease expired or taken over", ErrNotHeld, l.key)
 	}
 	return nil
+}
+
+// deleteLease deletes l's lease on the server. A mutex lease or write hold,
+// on a backend that can, goes only if no acquisition of its token after
+// the one of fence took or re-entered it: a release that arrives late
+// (held up in the network, or sent again after a timeout), or one of a
+// process whose token another process re-entered since, leaves that later
+// lease be.
+func (c *Client) deleteLease(ctx context.Context, l *lease, fence int64) (bool, error) {
+	if fr, fenced := c.be.(fencedReleaser); fenced && (l.n.limit == 0 || l.n.limit == rwWrite) {
+		return fr.releaseFenced(ctx, l.n, l.token, fence)
+	}
+	return c.be.release(ctx, l.n, l.token)
 }
 
 // A fencedReleaser releases a mutex lease (or a read-write lock's write
@@ -176,7 +183,7 @@ func (c *Client) releaseQuietly(ctx context.Context, l *lease) {
 	l.waitHeal()
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	_, _ = c.be.release(ctx, l.n, l.token)
+	_, _ = c.deleteLease(ctx, l, l.fence)
 }
 
 // jitter returns a random duration in [0, d).

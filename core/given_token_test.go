@@ -13,11 +13,11 @@ import (
 	"github.com/latchkey/latchkey/internal/redistest"
 )
 
-// An acquisition under a caller's token (WithToken) that fails takes back
-// what it set, and nothing else: where the token's lease was there before
-// it came, the lease is its holder's. These tests hold a key under a token
-// in one Client, fail a second Client's acquisition under the same token,
-// and check that a third cannot take the key while the holder's lock lives.
+// A lease under a caller's token (WithToken) may be shared by processes:
+// what one of them undoes — a failed acquisition, a Close — must leave
+// what another holds. These tests hold a key under a token in one Client,
+// fail or close a second Client's acquisition under the same token, and
+// check that a third cannot take the key while the holder's lock lives.
 
 // A Redlock re-entry whose nodes all answer after the node timeout fails
 // with a QuorumError. Its clean-up used to delete the token's lease on
@@ -130,5 +130,48 @@ func TestAckedFailedReentrySparesHolder(t *testing.T) {
 	names := core.StorageNames("fra", "k2")
 	if n, _ := rdb.Exists(bg, names[0]).Result(); n != 0 {
 		t.Errorf("the failed acquisition of k2 left its lease")
+	}
+}
+
+// Close gives up the leases of a Client it was renewing, fenced like a
+// Release: a lease another process re-entered under the token since is
+// that process's now, and stays. Close used to delete it by token.
+func TestCloseSparesReentryByAnotherProcess(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	opt := core.WithKeyPrefix("frc")
+	bg := context.Background()
+	for _, kind := range []string{"mutex", "write"} {
+		t.Run(kind, func(t *testing.T) {
+			take := func(c *core.Client, opts ...core.LockOption) (*core.Lock, error) {
+				if kind == "write" {
+					return c.RWMutex("k").TryLock(bg, opts...)
+				}
+				return c.TryLock(bg, "k", opts...)
+			}
+			first := mustNew(core.NewRedis(rdb, opt))
+			defer first.Close()
+			later := mustNew(core.NewRedis(rdb, opt))
+			defer later.Close()
+			rival := mustNew(core.NewRedis(rdb, opt))
+			defer rival.Close()
+			token := core.WithToken("job-" + kind)
+			if _, err := take(first, token, core.WithTTL(30*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			l, err := take(later, token, core.WithTTL(30*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(bg)
+			first.Close()
+			keptOrToldBy(t, func(ctx context.Context) (*core.Lock, error) {
+				if kind == "write" {
+					return rival.RWMutex("k").TryRLock(ctx, core.WithTTL(time.Minute))
+				}
+				return rival.TryLock(ctx, "k", core.WithTTL(time.Minute))
+			}, "k", l)
+		})
 	}
 }
