@@ -27,7 +27,7 @@ func TestKeepCounter(t *testing.T) {
 		{"read hold", rwRead, fenceRetention, 0, 3 * time.Second, false},
 		{"permits", 3, fenceRetention, 0, 3 * time.Second, false},
 	} {
-		l := &lease{n: names{limit: tc.limit}, start: now.Add(-tc.age)}
+		l := &lease{n: names{limit: tc.limit}, counterBy: now.Add(-tc.age + fenceRetention)}
 		if tc.kept > 0 {
 			l.keptCounter(now.Add(-tc.kept))
 		}
@@ -52,7 +52,7 @@ func TestWatchdogKeepsCounter(t *testing.T) {
 	}
 	defer h.Release(bg)
 	h.l.mu.Lock()
-	h.l.start = time.Now().Add(-fenceRetention)
+	h.l.counterBy = time.Now() // as if acquired a retention ago
 	h.l.mu.Unlock()
 	rdb.PExpire(bg, h.l.n.fence, 150*time.Millisecond)
 	time.Sleep(500 * time.Millisecond) // renewals every 100 ms

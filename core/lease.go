@@ -40,13 +40,13 @@ type lease struct {
 	margin    time.Duration // fixed drift margin; <0: driftMargin of each interval
 	autoRenew bool
 	deadline  time.Time   // the belief deadline (see above)
+	counterBy time.Time   // the key's fence counter lives at least until then (see keepCounter)
 	timer     *time.Timer // fires expire at deadline
 	holds     int         // handles not yet released
 	released  bool        // the last hold was released (or Close gave it up)
 	closed    bool        // Close took it away
 	renewing  bool        // a watchdog renewal is out and not yet given up on
 	renewErr  error       // the failure of the renewals since the last success
-	counterAt time.Time   // when a renewal last kept the fence counter alive (see keepCounter)
 	lostErr   error       // non-nil once lost
 	lostCh    chan struct{}
 	signaled  bool                // lostCh is (to be) closed
@@ -130,25 +130,21 @@ func (l *lease) confirm(sent time.Time, left time.Duration) {
 // a minute. Every script that sets the counter gives it fenceRetention at
 // least, from when it runs (retentionFor, hold_counter in lib_fence.lua):
 // so it lives until fenceRetention after l's acquisition was sent, or
-// after the last renewal that kept it, whatever else happened to it since.
-// l.mu is held.
+// after the last renewal that kept it (counterBy), whatever else happened
+// to it since. l.mu is held.
 func (l *lease) keepCounter(sent time.Time, ttl time.Duration) bool {
 	if l.n.limit != 0 && l.n.limit != rwWrite {
 		return false
 	}
-	from := l.start
-	if l.counterAt.After(from) {
-		from = l.counterAt
-	}
-	return !sent.Add(2*ttl + time.Minute).Before(from.Add(fenceRetention))
+	return !sent.Add(2*ttl + time.Minute).Before(l.counterBy)
 }
 
 // keptCounter records a renewal sent at sent that kept the counter alive
 // (it succeeded).
 func (l *lease) keptCounter(sent time.Time) {
 	l.mu.Lock()
-	if sent.After(l.counterAt) {
-		l.counterAt = sent
+	if by := sent.Add(fenceRetention); by.After(l.counterBy) {
+		l.counterBy = by
 	}
 	l.mu.Unlock()
 }
