@@ -39,7 +39,7 @@ func TestKeepCounter(t *testing.T) {
 
 // The watchdog's renewals keep the counter of a lease held for long alive:
 // here the lease is made to look acquired a retention ago, its counter
-// about to expire.
+// left with seconds to live.
 func TestWatchdogKeepsCounter(t *testing.T) {
 	srv := redistest.StartServer(t)
 	rdb := srv.Client(t)
@@ -54,8 +54,8 @@ func TestWatchdogKeepsCounter(t *testing.T) {
 	h.l.mu.Lock()
 	h.l.counterBy = time.Now() // as if acquired a retention ago
 	h.l.mu.Unlock()
-	rdb.PExpire(bg, h.l.n.fence, 150*time.Millisecond)
-	time.Sleep(500 * time.Millisecond) // renewals every 100 ms
+	rdb.PExpire(bg, h.l.n.fence, 5*time.Second)
+	time.Sleep(time.Second) // renewals every 100 ms
 	if left, _ := rdb.PTTL(bg, h.l.n.fence).Result(); left < fenceRetention-time.Second {
 		t.Errorf("the counter of a lease held a retention long expires in %v", left)
 	}
