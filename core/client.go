@@ -476,11 +476,20 @@ func pollDelay(retries int, holderTTL time.Duration) time.Duration {
 }
 
 // leaveQueue takes a fair waiter that gives up out of the queue, releasing
-// (and so passing on) a grant that reached it meanwhile. That release
-// deletes the lease of its token, if any: with WithToken, leases of the
-// token in this Client (which may have re-entered the grant) are told
-// first, as a Release tells its twins.
+// (and so passing on) a grant that reached it meanwhile. Under a token of
+// the Client's own, that release deletes the lease of its token, if any
+// (nobody else holds with it). Under a caller's token (WithToken), a lease
+// of the token may be another process's, one that claimed the grant: the
+// waiter only leaves the queue, passing on a grant not claimed yet, where
+// the backend can (queueLeaver); elsewhere leases of the token in this
+// Client are told first, as a Release tells its twins.
 func (c *Client) leaveQueue(ctx context.Context, n names, tok string) {
+	if ql, ok := c.be.(queueLeaver); ok && n.given {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		_ = ql.leave(ctx, n, tok)
+		return
+	}
 	id := leaseID{n.lease, tok}
 	for _, t := range c.wd.releaseToken(id) {
 		t.markLost(lostError(t.key, errors.New("released by a waiter of its token that gave up")))

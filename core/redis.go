@@ -79,7 +79,7 @@ var (
 	extendScript       = newLuaScript(libOwns + libFence + extendLua)
 	releaseScript      = classicScripts.release
 	inspectScript      = newLuaScript(libPub + libWait + inspectLua)
-	fenceMaxScript     = newLuaScript(fenceMaxLua)
+	fenceMaxScript     = newLuaScript(libFence + fenceMaxLua)
 	semAcquireScript   = newLuaScript(libFence + libQueue + libSem + semAcquireLua)
 	semExtendScript    = newLuaScript(libQueue + libSem + semExtendLua)
 	rwRLockScript      = newLuaScript(libFence + libQueue + libSem + rwRLockLua)
@@ -744,6 +744,28 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 	// A waiter giving up: out of W, or holding a grant it passed on.
 	b.unqueued(n, token)
 	return v == 1, err
+}
+
+// leave takes a waiter of a caller's token (WithToken) that gives up out of
+// n's queue, passing on a grant to the token not claimed yet; unlike a
+// release, it leaves a lease, hold or permit of the token be: another
+// process may hold it (a twin that claimed the grant).
+func (b *redisBackend) leave(ctx context.Context, n names, token string) error {
+	defer b.unqueued(n, token)
+	switch {
+	case n.limit > 0:
+		return b.pubs.semRelease.run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since()}, token, n.limit, yesArg).Err()
+	case n.rw():
+		return b.pubs.rwUnlock.run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since(), n.fence}, token, "q", "").Err()
+	}
+	keys := []string{n.lease, n.fence, n.queue, n.dues, n.mark, n.oldQ}
+	return b.pubs.release.run(ctx, b.rdb, keys, token, claimArg, retentionArg, "", b.grantsArg, yesArg, "", yesArg).Err()
+}
+
+// A queueLeaver can take a waiter out of a key's queue without releasing
+// what its token holds (see redisBackend.leave).
+type queueLeaver interface {
+	leave(ctx context.Context, n names, token string) error
 }
 
 // releaseNonce returns a value unique to one release (64 random bits).

@@ -102,7 +102,7 @@ func (b *redlockBackend) settleFence(ctx context.Context, n names, won []nodeRep
 	var failed []nodeReply
 	arg := strconv.FormatInt(fence, 10)
 	unanswered := b.fanout(ctx, nodeTimeout(ttl), func(ctx context.Context, i int) nodeReply {
-		err := fenceMaxScript.Run(ctx, b.nodes[i].rdb, []string{n.fence}, arg, retentionArg).Err()
+		err := fenceMaxScript.Run(ctx, b.nodes[i].rdb, []string{n.fence}, arg, retentionFor(ttl)).Err()
 		return nodeReply{err: err}
 	}, func(r nodeReply) bool {
 		if r.err == nil {

@@ -94,6 +94,9 @@ func (b *redlockBackend) acquire(ctx context.Context, n names, token, value stri
 // before, its holder's), and only if nobody took or re-entered it since,
 // by the fence that node returned. A node that never answered may keep
 // what the acquisition set there until its TTL: nothing says whose it is.
+// So may a node whose counter a fence write-back raised above that fence
+// (settleFence failed on the others): deleting by the fence written back
+// could delete a re-entry under the token made in between.
 func (b *redlockBackend) undo(ctx context.Context, n names, token string, skip []bool, acq *calls, final []nodeReply) {
 	if !n.given {
 		b.releaseExcept(ctx, n, token, skip, false)

@@ -14,16 +14,26 @@
 -- A waiting caller only: ARGV[6] queue entry ttl ms, ARGV[7] the caller's
 -- grant channel, ARGV[8] "1" to (re)enter its Client in A, ARGV[9] the
 -- mark's ttl ms
--- Returns {1, fence} acquired, {2, fence} re-entered, {0, holder pttl ms}
--- held, {3, holder pttl ms} held and queued ({3, -1} when the key is granted
--- to an earlier waiter that has not claimed it yet).
+-- Returns {1, fence} acquired (or a grant to the token claimed), {2, fence}
+-- re-entered, {0, holder pttl ms} held, {3, holder pttl ms} held and
+-- queued ({3, -1} when the key is granted to an earlier waiter that has
+-- not claimed it yet).
 local set, held = set_nx(KEYS[1], ARGV[2], ARGV[3])
 if set then
   return {1, next_fence(KEYS[2], ARGV[4])}
 end
 if ARGV[5] ~= '1' and owns(held, ARGV[1]) then
   -- Re-entry never shortens the lease its other holders were promised.
-  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then
+  local left = redis.call('PTTL', KEYS[1])
+  if held == ARGV[1] .. '|' then
+    -- The claim of a grant to the token (lib_wait.lua), which nobody
+    -- holds yet: an acquisition. The lease takes the caller's value, so
+    -- that it no longer reads as a grant not claimed (release.lua passes
+    -- such a grant on).
+    redis.call('SET', KEYS[1], ARGV[2], 'PX', math.max(left, tonumber(ARGV[3])))
+    return {1, next_fence(KEYS[2], ARGV[4])}
+  end
+  if left < tonumber(ARGV[3]) then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
   end
   -- A new fence, as for any acquisition: the lease may be one a restart

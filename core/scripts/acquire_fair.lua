@@ -6,7 +6,7 @@
 -- ARGV[5] queue entry ttl ms  ARGV[6] "1" to join the waiters when not served
 -- ARGV[7] the caller's grant channel  ARGV[8] "1" to (re)enter its
 -- Client in A when joining  ARGV[9] claim window ms
--- Returns {1, fence} acquired, {2, fence} claimed or re-entered,
+-- Returns {1, fence} acquired (or a grant claimed), {2, fence} re-entered,
 -- {0, holder pttl ms} held (or, free, just granted to an earlier waiter).
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] .. '|' then
@@ -15,7 +15,8 @@ if v == ARGV[1] .. '|' then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   -- A new fence, as for any acquisition (the grant may be one a restart
   -- brought back, its counter with it, after fences handed out since).
-  return {2, next_fence(KEYS[2], ARGV[4])}
+  -- Nobody held the grant: an acquisition, not a re-entry.
+  return {1, next_fence(KEYS[2], ARGV[4])}
 end
 local me = ARGV[1] .. '|' .. ARGV[7]
 

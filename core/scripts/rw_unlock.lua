@@ -5,7 +5,9 @@
 -- KEYS[1] writer lease (also the channel)  KEYS[2] readers  KEYS[3] reader
 -- values  KEYS[4] waiting writers  KEYS[5] their arrival order (a list)
 -- KEYS[6] their arrival times  KEYS[7] the fence counter
--- ARGV[1] token  ARGV[2] 'w' (write hold) or 'r' (read hold)  ARGV[3] of
+-- ARGV[1] token  ARGV[2] 'w' (write hold), 'r' (read hold), or 'q' (only
+-- leave the waiting writers: a writer of a caller's token giving up, whose
+-- token's hold may be another process's)  ARGV[3] of
 -- a write hold: the fence of the acquisition the release ends, or '' (then
 -- any write hold of the token)
 -- Returns 1 released, 0 not held.
@@ -34,6 +36,10 @@ local waited = redis.call('ZREM', KEYS[4], ARGV[1]) == 1
 if waited then
   redis.call('LREM', KEYS[5], 1, ARGV[1])
   redis.call('HDEL', KEYS[6], ARGV[1])
+end
+if ARGV[2] == 'q' then
+  if waited then wake() end
+  return 0
 end
 if ARGV[2] == 'w' then
   if not owns(redis.call('GET', KEYS[1]), ARGV[1]) then

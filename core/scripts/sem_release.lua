@@ -9,7 +9,9 @@
 -- key's channel ("r:"), which wakes one waiter per Client.
 -- KEYS[1] permits (also the release channel)  KEYS[2] permit values
 -- KEYS[3] queue  KEYS[4] queue deadlines  KEYS[5] queue arrival times
--- ARGV[1] token  ARGV[2] the caller's limit, or absent
+-- ARGV[1] token  ARGV[2] the caller's limit, or absent  ARGV[3] "1": only
+-- leave the queue (a waiter of a caller's token giving up: a permit of the
+-- token may be another process's)
 -- Returns 1 released, 0 not held (gone, or expired).
 local function wake()
   local limit = tonumber(ARGV[2])
@@ -29,7 +31,7 @@ local function wake()
 end
 
 local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not exp then
+if not exp or ARGV[3] == '1' then
   if redis.call('ZREM', KEYS[4], ARGV[1]) == 1 then
     redis.call('LREM', KEYS[3], 1, ARGV[1])
     redis.call('HDEL', KEYS[5], ARGV[1])
