@@ -204,7 +204,9 @@ func WithFair() SharedOption {
 // fails (too few replica acknowledgements, too few Redlock nodes) takes
 // back only a lease it set itself, never one it re-entered: that one is
 // its holder's. Where no answer came to say which (a timeout, a Redlock
-// node that did not answer), what it may have set lapses at its TTL. Hand
+// node that did not answer), what it may have set lapses at its TTL. A
+// waiter under the token that gives up leaves the queue and releases
+// nothing (a grant to the token not claimed yet is passed on). Hand
 // a token over to a process that takes the work over, not to one that
 // goes on sharing it. Tokens are 1 to
 // MaxTokenLen bytes of ASCII letters, digits and "-_.:". Use Lock.Token to

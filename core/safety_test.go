@@ -321,15 +321,17 @@ func TestSafetyRedlockNoHealAfterRelease(t *testing.T) {
 	ctx := context.Background()
 
 	// A TTL of seconds: under CI's load a renewal late by more than the
-	// lease's slack would lose the lease instead of healing it.
-	l, err := c.TryLock(ctx, "k", core.WithTTL(3*time.Second))
+	// lease's slack would lose the lease instead of healing it, and a node
+	// answering after the node timeout (a tenth of the TTL, 500 ms at
+	// most) heals nothing that round.
+	l, err := c.TryLock(ctx, "k", core.WithTTL(6*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	lease := core.DefaultKeyPrefix + ":{k}"
 	heal := kf.add(&faultRule{key: lease, names: []string{"set"}, delay: 300 * time.Millisecond, onWire: true, times: 1})
 	third.Del(ctx, lease)           // the third node restarted empty
-	waitHit(t, heal, 5*time.Second) // the renewal (at 1 s) heals the third node, slowly
+	waitHit(t, heal, 10*time.Second) // a renewal (every 2 s) heals the third node, slowly
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
