@@ -330,7 +330,7 @@ func TestSafetyRedlockNoHealAfterRelease(t *testing.T) {
 	}
 	lease := core.DefaultKeyPrefix + ":{k}"
 	heal := kf.add(&faultRule{key: lease, names: []string{"set"}, delay: 300 * time.Millisecond, onWire: true, times: 1})
-	third.Del(ctx, lease)           // the third node restarted empty
+	third.Del(ctx, lease)            // the third node restarted empty
 	waitHit(t, heal, 10*time.Second) // a renewal (every 2 s) heals the third node, slowly
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
