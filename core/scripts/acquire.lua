@@ -31,6 +31,11 @@ if ARGV[5] ~= '1' and owns(held, ARGV[1]) then
     -- that it no longer reads as a grant not claimed (release.lua passes
     -- such a grant on).
     redis.call('SET', KEYS[1], ARGV[2], 'PX', math.max(left, tonumber(ARGV[3])))
+    if KEYS[3] then
+      -- The grant may have gone to another waiter of the token (another
+      -- process): the claimer's own member leaves W too.
+      redis.call('ZREM', KEYS[3], ARGV[1] .. '|' .. ARGV[7])
+    end
     return {1, next_fence(KEYS[2], ARGV[4])}
   end
   if left < tonumber(ARGV[3]) then

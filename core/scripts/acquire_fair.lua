@@ -12,7 +12,10 @@ local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] .. '|' then
   -- The claim of a grant (which took the token out of W). Nobody else
   -- holds with this token, so the lease may get shorter than the grant.
+  -- The grant may have gone to another waiter of the token (another
+  -- process): the claimer's own member leaves W too.
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  redis.call('ZREM', KEYS[3], ARGV[1] .. '|' .. ARGV[7])
   -- A new fence, as for any acquisition (the grant may be one a restart
   -- brought back, its counter with it, after fences handed out since).
   -- Nobody held the grant: an acquisition, not a re-entry.

@@ -24,7 +24,8 @@
 -- the acquisition the release ends, or '' (then any lease of the token)
 -- ARGV[8] "1": only leave W (a waiter of a caller's token giving up): a
 -- lease of the token is left be — another process may hold it, having
--- claimed the grant — unless it is a grant not claimed yet ("<token>|"),
+-- claimed the grant — unless it is a grant not claimed yet ("<token>|")
+-- made to this waiter (its member is out of W: a grant takes it out),
 -- which is passed on
 -- Returns 1 released, 0 not held.
 --
@@ -33,7 +34,8 @@
 -- release ends: a late release — its bytes held up in the network, or sent
 -- again by the client after a timeout — leaves it be.
 local v = redis.call('GET', KEYS[1])
-if not owns(v, ARGV[1]) or ARGV[8] == '1' and v ~= ARGV[1] .. '|' then
+if not owns(v, ARGV[1]) or ARGV[8] == '1' and (v ~= ARGV[1] .. '|'
+    or redis.call('ZSCORE', KEYS[3], ARGV[1] .. '|' .. (ARGV[5] or ''))) then
   local me = ARGV[1] .. '|' .. (ARGV[5] or '')
   -- A waiter that leaves while first in line behind a grant not yet
   -- claimed ("<token>|") was told it is next: the one behind it is now.
