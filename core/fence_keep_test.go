@@ -50,16 +50,12 @@ var holdKinds = []struct {
 }
 
 func TestFenceCounterOutlivesLease(t *testing.T) {
-	srv := redistest.StartServer(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb.Close()
+	rdb := redistest.StartServer(t).Client(t)
 	bg := context.Background()
 	for _, kind := range holdKinds {
 		t.Run(kind.name, func(t *testing.T) {
-			c := mustNew(core.NewRedis(rdb, core.WithKeyPrefix("fk")))
-			defer c.Close()
-			other := mustNew(core.NewRedis(rdb, core.WithKeyPrefix("fk")))
-			defer other.Close()
+			cs := redisClients(t, rdb, "fk", 2)
+			c, other := cs[0], cs[1]
 
 			// A TTL above the retention, not renewed.
 			l, err := kind.take(c, core.WithTTL(10*time.Minute), core.WithAutoRenew(false))

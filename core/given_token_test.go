@@ -102,16 +102,10 @@ func TestRedlockFailedGivenTokenUndoesItsGrants(t *testing.T) {
 // and gets too few acknowledgements is given back; a re-entry given back
 // by token deleted the holder's lease.
 func TestAckedFailedReentrySparesHolder(t *testing.T) {
-	srv := redistest.StartServer(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb.Close()
-	opt := core.WithKeyPrefix("fra")
-	holder := mustNew(core.NewRedis(rdb, opt))
-	defer holder.Close()
-	acked := mustNew(core.NewRedis(rdb, opt, core.WithReplicaAck(1, 50*time.Millisecond))) // no replica answers
-	defer acked.Close()
-	rival := mustNew(core.NewRedis(rdb, opt))
-	defer rival.Close()
+	rdb := redistest.StartServer(t).Client(t)
+	cs := redisClients(t, rdb, "fra", 2)
+	holder, rival := cs[0], cs[1]
+	acked := redisClients(t, rdb, "fra", 1, core.WithReplicaAck(1, 50*time.Millisecond))[0] // no replica answers
 	bg := context.Background()
 	token := core.WithToken("job-9")
 	l, err := holder.TryLock(bg, "k", token, core.WithTTL(30*time.Second))
@@ -137,10 +131,7 @@ func TestAckedFailedReentrySparesHolder(t *testing.T) {
 // Release: a lease another process re-entered under the token since is
 // that process's now, and stays. Close used to delete it by token.
 func TestCloseSparesReentryByAnotherProcess(t *testing.T) {
-	srv := redistest.StartServer(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb.Close()
-	opt := core.WithKeyPrefix("frc")
+	rdb := redistest.StartServer(t).Client(t)
 	bg := context.Background()
 	for _, kind := range []string{"mutex", "write"} {
 		t.Run(kind, func(t *testing.T) {
@@ -150,12 +141,8 @@ func TestCloseSparesReentryByAnotherProcess(t *testing.T) {
 				}
 				return c.TryLock(bg, "k", opts...)
 			}
-			first := mustNew(core.NewRedis(rdb, opt))
-			defer first.Close()
-			later := mustNew(core.NewRedis(rdb, opt))
-			defer later.Close()
-			rival := mustNew(core.NewRedis(rdb, opt))
-			defer rival.Close()
+			cs := redisClients(t, rdb, "frc", 3)
+			first, later, rival := cs[0], cs[1], cs[2]
 			token := core.WithToken("job-" + kind)
 			if _, err := take(first, token, core.WithTTL(30*time.Second)); err != nil {
 				t.Fatal(err)
@@ -174,4 +161,17 @@ func TestCloseSparesReentryByAnotherProcess(t *testing.T) {
 			}, "k", l)
 		})
 	}
+}
+
+// redisClients returns n Clients on rdb under prefix (and opts), each
+// closed when the test ends.
+func redisClients(t *testing.T, rdb redis.UniversalClient, prefix string, n int, opts ...core.Option) []*core.Client {
+	t.Helper()
+	var cs []*core.Client
+	for range n {
+		c := mustNew(core.NewRedis(rdb, append([]core.Option{core.WithKeyPrefix(prefix)}, opts...)...))
+		t.Cleanup(func() { c.Close() })
+		cs = append(cs, c)
+	}
+	return cs
 }

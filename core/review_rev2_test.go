@@ -20,20 +20,13 @@ import (
 // stayed in W. A leaver now passes on only a grant whose member is out of
 // W (made to it), and always leaves W.
 func TestReviewRev2LeaverPassesOnTwinProcessGrant(t *testing.T) {
-	srv := redistest.StartServer(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb.Close()
-	opt := core.WithKeyPrefix("rv2g")
+	rdb := redistest.StartServer(t).Client(t)
 	bg := context.Background()
 	nm := core.StorageNames("rv2g", "k")
 	lease, w, a := nm[0], nm[2], nm[3]
 
-	holder := mustNew(core.NewRedis(rdb, opt))
-	defer holder.Close()
-	rc := mustNew(core.NewRedis(rdb, opt))
-	defer rc.Close()
-	p2c := mustNew(core.NewRedis(rdb, opt))
-	defer p2c.Close()
+	cs := redisClients(t, rdb, "rv2g", 3)
+	holder, rc, p2c := cs[0], cs[1], cs[2]
 
 	h, err := holder.TryLock(bg, "k", core.WithTTL(30*time.Second))
 	if err != nil {
@@ -98,8 +91,7 @@ func TestReviewRev2LeaverPassesOnTwinProcessGrant(t *testing.T) {
 	}
 	// S waits behind; R releases: the key goes to P2's stale member ("T|"),
 	// which nobody claims; S waits a claim window for nothing.
-	sc := mustNew(core.NewRedis(rdb, opt))
-	defer sc.Close()
+	sc := redisClients(t, rdb, "rv2g", 1)[0]
 	sdone := make(chan time.Time, 1)
 	go func() {
 		l, err := sc.Lock(bg, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
@@ -142,19 +134,12 @@ func waitMembers(t *testing.T, rdb *redis.Client, w string, n int64) {
 // the waiter behind waited a claim window with the key held by nobody.
 // Claims now take the claimer's member out of W.
 func TestReviewRev2TwinClaimLeavesStaleMember(t *testing.T) {
-	srv := redistest.StartServer(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb.Close()
-	opt := core.WithKeyPrefix("rv2c")
+	rdb := redistest.StartServer(t).Client(t)
 	bg := context.Background()
 	nm := core.StorageNames("rv2c", "k")
 	lease, w, a := nm[0], nm[2], nm[3]
-	holder := mustNew(core.NewRedis(rdb, opt))
-	defer holder.Close()
-	p2c := mustNew(core.NewRedis(rdb, opt))
-	defer p2c.Close()
-	sc := mustNew(core.NewRedis(rdb, opt))
-	defer sc.Close()
+	cs := redisClients(t, rdb, "rv2c", 3)
+	holder, p2c, sc := cs[0], cs[1], cs[2]
 
 	h, err := holder.TryLock(bg, "k", core.WithTTL(30*time.Second))
 	if err != nil {

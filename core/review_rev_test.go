@@ -67,17 +67,12 @@ func TestReviewRevFenceWriteBackShortensCounter(t *testing.T) {
 func TestReviewRevAckedFailedClaimBlocksKey(t *testing.T) {
 	for _, fair := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fair=%v", fair), func(t *testing.T) {
-			srv := redistest.StartServer(t)
-			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-			defer rdb.Close()
+			rdb := redistest.StartServer(t).Client(t)
 			prefix := fmt.Sprintf("rvac%v", fair)
-			opt := core.WithKeyPrefix(prefix)
 			bg := context.Background()
 			names := core.StorageNames(prefix, "k")
-			acked := mustNew(core.NewRedis(rdb, opt, core.WithReplicaAck(1, 50*time.Millisecond)))
-			defer acked.Close()
-			rival := mustNew(core.NewRedis(rdb, opt))
-			defer rival.Close()
+			acked := redisClients(t, rdb, prefix, 1, core.WithReplicaAck(1, 50*time.Millisecond))[0]
+			rival := redisClients(t, rdb, prefix, 1)[0]
 			// A grant to token job-c, as a release leaves it (claim window).
 			if err := rdb.Set(bg, names[0], "job-c|", 3*time.Second).Err(); err != nil {
 				t.Fatal(err)
@@ -108,18 +103,12 @@ func TestReviewRevAckedFailedClaimBlocksKey(t *testing.T) {
 // Release, claims it, gets too few acknowledgements and returns an error;
 // the key must not stay taken for its TTL by nobody.
 func TestReviewRevAckedFairWaiterClaimBlocksKey(t *testing.T) {
-	srv := redistest.StartServer(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb.Close()
-	opt := core.WithKeyPrefix("rvaw")
+	rdb := redistest.StartServer(t).Client(t)
 	bg := context.Background()
 	names := core.StorageNames("rvaw", "k")
-	holder := mustNew(core.NewRedis(rdb, opt))
-	defer holder.Close()
-	acked := mustNew(core.NewRedis(rdb, opt, core.WithReplicaAck(1, 50*time.Millisecond)))
-	defer acked.Close()
-	rival := mustNew(core.NewRedis(rdb, opt))
-	defer rival.Close()
+	cs := redisClients(t, rdb, "rvaw", 2)
+	holder, rival := cs[0], cs[1]
+	acked := redisClients(t, rdb, "rvaw", 1, core.WithReplicaAck(1, 50*time.Millisecond))[0]
 	l, err := holder.TryLock(bg, "k", core.WithFair(), core.WithTTL(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -163,20 +152,13 @@ func TestReviewRevAckedFairWaiterClaimBlocksKey(t *testing.T) {
 func TestReviewRevWaiterCleanupDeletesTwinClaim(t *testing.T) {
 	srv := redistest.StartServer(t)
 	px := faultnet.Start(t, srv.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	defer rdb.Close()
+	rdb := srv.Client(t)
 	slow := redis.NewClient(&redis.Options{Addr: px.Addr()})
-	defer slow.Close()
-	opt := core.WithKeyPrefix("rvwt")
+	t.Cleanup(func() { slow.Close() }) // after the Clients' Close (cleanups run last first)
 	bg := context.Background()
-	holder := mustNew(core.NewRedis(rdb, opt))
-	defer holder.Close()
-	a := mustNew(core.NewRedis(rdb, opt))
-	defer a.Close()
-	b := mustNew(core.NewRedis(slow, opt, core.WithReplicaAck(1, 50*time.Millisecond)))
-	defer b.Close()
-	rival := mustNew(core.NewRedis(rdb, opt))
-	defer rival.Close()
+	cs := redisClients(t, rdb, "rvwt", 3)
+	holder, a, rival := cs[0], cs[1], cs[2]
+	b := redisClients(t, slow, "rvwt", 1, core.WithReplicaAck(1, 50*time.Millisecond))[0]
 	for _, c := range []*core.Client{holder, a, b, rival} {
 		if w, err := c.TryLock(bg, "warm"); err == nil {
 			w.Release(bg)
