@@ -66,8 +66,9 @@ type names struct {
 	waited bool
 
 	// given: the token is the caller's (WithToken), so others may hold
-	// with it; an acquisition that fails takes back only what it set
-	// itself, never by token.
+	// with it: an acquisition that fails takes back only what it set
+	// itself, never by token, and a waiter that gives up only leaves the
+	// queue.
 	given bool
 }
 
@@ -168,7 +169,7 @@ func touchEntryTTL() time.Duration { return time.Duration(touchTimings[1].Load()
 // acquireResult is the outcome of one acquisition attempt.
 type acquireResult struct {
 	acquired  bool          // the lease is ours (new, or re-entered with the same token)
-	reentered bool          // acquired, and the token held it already (a re-entry, or a grant's claim)
+	reentered bool          // acquired, and the token held it already (a re-entry; a grant's claim is not one)
 	fence     int64         // the lease's fence, when acquired
 	holderTTL time.Duration // the holder's remaining TTL, when held (<0: unknown)
 	queued    bool          // held, and the caller joined the fair queue (waiters queue already)

@@ -703,11 +703,10 @@ func (c *Client) Inspect(ctx context.Context, key string) (Info, error) {
 // effort, bounded, and as Release would: a Redis mutex lease or write hold
 // that another process re-entered under its token since stays); those
 // taken with WithAutoRenew(false) stay on the server for the TTL their
-// holder chose. Release and Extend of a lease
-// taken before Close return an error matching ErrClosed. Close does not
-// close the Redis clients given to the constructor. Calling it again does
-// nothing, and so does Close on a nil *Client (what a failed constructor
-// returns).
+// holder chose. Release and Extend of a lease taken before Close return an
+// error matching ErrClosed. Close does not close the Redis clients given
+// to the constructor. Calling it again does nothing, and so does Close on
+// a nil *Client (what a failed constructor returns).
 func (c *Client) Close() error {
 	if c == nil {
 		return nil
