@@ -51,7 +51,14 @@ func TestTurnstileGiveUpRacesLetIn(t *testing.T) {
 				p.leave(nil)
 			}()
 		}
-		time.Sleep(100 * time.Microsecond)
+		// At least one of the two callers in line (a leave with nobody in
+		// line drops the lease, by design): the race under test is the
+		// quitter's give-up against being let in.
+		for queued := 0; queued < 2; time.Sleep(10 * time.Microsecond) {
+			ts.mu.Lock()
+			queued = len(ts.keys["k"].queue)
+			ts.mu.Unlock()
+		}
 		go cancel()
 		first.leave(&lease{key: "k"})
 		wg.Wait()
