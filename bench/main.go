@@ -45,6 +45,7 @@ type Config struct {
 	RenewWindow time.Duration // renew: the measuring window
 	Clients     int           // contended: driver instances (own clients each), workers spread over them round-robin
 	LockKeys    int           // contended: keys, one picked at random per acquisition (default 1)
+	WindowProf  string        // renew: write the client's CPU profile of the measuring window only
 }
 
 func (c Config) withDefaults() Config {
@@ -133,6 +134,7 @@ func main() {
 	flag.DurationVar(&bkOpt.window, "backend-window", 2*time.Second, "backends: measuring window of a contended run")
 	flag.IntVar(&bkOpt.procs, "backend-procs", 4, "backends: contending worker processes, each with its own Client")
 	flag.StringVar(&cpuProf, "cpuprofile", "", "write this process's CPU profile to the file (the client side of a run)")
+	flag.StringVar(&cfg.WindowProf, "window-profile", "", "renew: write the client's CPU profile of the measuring window alone (no taking or releasing of the leases) to the file")
 	flag.Parse()
 	cfg.Addrs = strings.Split(addrs, ",")
 	if cpuProf != "" {

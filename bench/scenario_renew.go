@@ -83,13 +83,21 @@ func runRenew(ctx context.Context, cfg Config, e *env) (Result, error) {
 		return Result{}, ctx.Err()
 	}
 	var r Result
+	stopProf := func() {}
+	if cfg.WindowProf != "" {
+		if stopProf, err = startCPUProfile(cfg.WindowProf); err != nil {
+			return Result{}, err
+		}
+	}
 	a := e.prober.take(ctx)
 	select {
 	case <-time.After(cfg.RenewWindow):
 	case <-ctx.Done():
+		stopProf()
 		return Result{}, errors.Join(errors.New("-max-time ended the window"), ctx.Err())
 	}
 	b := e.prober.take(ctx)
+	stopProf()
 	for _, l := range locks {
 		select {
 		case <-l.Lost():

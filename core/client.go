@@ -604,7 +604,7 @@ func (c *Client) register(ctx context.Context, key string, n names, tok string, 
 		h Lock
 	}{l: lease{
 		c: c, key: key, n: n, token: tok, fence: fence, meta: s.metadata, kind: s.kind, start: start,
-		ttl: s.ttl, margin: s.margin, autoRenew: s.autoRenew, holds: 1, idx: -1, counterBy: start.Add(fenceRetention),
+		ttl: s.ttl, margin: s.margin, autoRenew: s.autoRenew, holds: 1, counterBy: start.Add(fenceRetention),
 	}}
 	l := &first.l
 	first.h.l = l

@@ -60,10 +60,10 @@ type lease struct {
 	healMu sync.Mutex
 
 	// watchdog bookkeeping, guarded by watchdog.mu
-	due        time.Time
-	idx        int    // renewal heap index, -1 when not scheduled
-	registered bool   // in watchdog.live
-	twin       *lease // next lease of the same key and token in watchdog.live
+	co         *cohort // the cohort it waits in for its next renewal; nil when not scheduled
+	ci         int     // its index in co.members
+	registered bool    // in watchdog.live
+	twin       *lease  // next lease of the same key and token in watchdog.live
 }
 
 // driftMargin is the default allowance for the holder's clock running

@@ -29,7 +29,8 @@ type watchdog struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	h       leaseHeap          // auto-renewed leases waiting for their next renewal
+	h       cohortHeap         // auto-renewed leases waiting for their next renewal, in cohorts
+	tail    *cohort            // the cohort created last, while on the heap: leases join it (see cohort)
 	epoch   time.Time          // the heap's due times count from here (monotonic)
 	live    map[leaseID]*lease // every lease not yet released, twins chained (lease.twin)
 	armedAt time.Time          // when the loop will look next (zero: idle)
@@ -118,29 +119,69 @@ func (w *watchdog) schedule(l *lease, due time.Time) bool {
 	return true
 }
 
-// pushLocked (re)places l in the heap at due, with w.mu held, and reports
-// whether the loop must be woken: only if it would otherwise look too late
-// (a loop armed for an earlier time picks this lease up then), which keeps
-// the hot path (acquire, release, acquire...) from waking a goroutine every
-// time.
+// A cohort is auto-renewed leases due for renewal at about the same time:
+// the heap holds one entry per cohort, not one per lease. A lease due at d
+// joins the cohort created last if that one is due at most batchWindow
+// before d, never after it, and is not full (maxBatch); otherwise it starts
+// a cohort of its own. A lease is never renewed late, and at most two
+// batchWindows early: the loop takes, with a cohort that is due, those due
+// within batchWindow after it. The leases of a batch, renewed together, come due
+// together again and rejoin one cohort: with 100,000 leases the heap holds
+// a few hundred entries, and scheduling a renewal is an append rather than
+// a heap push and pop (which read a cache line or two per level).
+type cohort struct {
+	at      int64     // due, in ns since watchdog.epoch
+	due     time.Time // the same instant
+	idx     int       // heap index; -1 once off the heap (due, or emptied)
+	members []*lease  // each with co == this cohort, ci its index here
+}
+
+// pushLocked (re)schedules l for due, with w.mu held, and reports whether
+// the loop must be woken: only if it would otherwise look too late (a loop
+// armed for an earlier time picks this lease up then), which keeps the hot
+// path (acquire, release, acquire...) from waking a goroutine every time.
 func (w *watchdog) pushLocked(l *lease, due time.Time) bool {
-	l.due = due
-	at := int64(due.Sub(w.epoch))
-	if l.idx >= 0 {
-		w.h[l.idx].at = at
-		w.h.fix(l.idx)
-	} else {
-		w.h.push(at, l)
+	if l.co != nil {
+		w.leaveLocked(l)
 	}
-	wake := w.armedAt.IsZero() || due.Before(w.armedAt)
+	at := int64(due.Sub(w.epoch))
+	co := w.tail
+	if co == nil || co.at > at || at-co.at > int64(batchWindow) || len(co.members) >= maxBatch {
+		co = &cohort{at: at, due: due, idx: -1}
+		w.h.push(at, co)
+		w.tail = co
+	}
+	l.co, l.ci = co, len(co.members)
+	co.members = append(co.members, l)
+	wake := w.armedAt.IsZero() || co.due.Before(w.armedAt)
 	if wake {
-		w.armedAt = due
+		w.armedAt = co.due
 	}
 	if !w.started {
 		w.started = true
 		go w.run()
 	}
 	return wake
+}
+
+// leaveLocked takes l out of its cohort, with w.mu held; a cohort left
+// empty leaves the heap.
+func (w *watchdog) leaveLocked(l *lease) {
+	co, i := l.co, l.ci
+	last := len(co.members) - 1
+	if i != last {
+		m := co.members[last]
+		co.members[i], m.ci = m, i
+	}
+	co.members[last] = nil
+	co.members = co.members[:last]
+	l.co = nil
+	if last == 0 && co.idx >= 0 {
+		w.h.remove(co.idx)
+		if w.tail == co {
+			w.tail = nil
+		}
+	}
 }
 
 func (w *watchdog) wake() {
@@ -161,7 +202,7 @@ func (w *watchdog) scheduleIdle(l *lease, due time.Time) {
 		return
 	}
 	w.mu.Lock()
-	scheduled := l.idx >= 0
+	scheduled := l.co != nil
 	w.mu.Unlock()
 	if !scheduled {
 		w.schedule(l, due)
@@ -214,8 +255,8 @@ func (w *watchdog) remove(l *lease) (twins []*lease) {
 		}
 		l.registered, l.twin = false, nil
 	}
-	if l.idx >= 0 {
-		w.h.remove(l.idx)
+	if l.co != nil {
+		w.leaveLocked(l)
 	}
 	w.mu.Unlock()
 	return twins
@@ -304,10 +345,10 @@ func (w *watchdog) shutdown() []*lease {
 	for _, head := range w.live {
 		for l := head; l != nil; l = l.twin {
 			kept = append(kept, l)
-			l.idx = -1
+			l.co = nil
 		}
 	}
-	w.live, w.h = nil, nil
+	w.live, w.h, w.tail = nil, nil, nil
 	w.mu.Unlock()
 	w.cancel()
 	if started {
@@ -332,14 +373,11 @@ func (w *watchdog) run() {
 		now := time.Now()
 		nowAt := int64(now.Sub(w.epoch))
 		horizon := nowAt + int64(batchWindow)
-		for len(w.h) > 0 && len(due) < 8*maxBatch && (w.h[0].at <= nowAt ||
-			len(due) > 0 && w.h[0].at <= horizon) {
-			due = append(due, w.h.remove(0))
-		}
+		due = w.takeDueLocked(due, nowAt, horizon)
 		var wait time.Duration
 		switch {
 		case len(w.h) > 0:
-			w.armedAt = w.h[0].l.due
+			w.armedAt = w.h[0].c.due
 			wait = w.armedAt.Sub(now)
 		case w.armedAt.After(now):
 			// Every lease it was armed for was released: it looks at the
@@ -374,6 +412,24 @@ func (w *watchdog) run() {
 			return
 		}
 	}
+}
+
+// takeDueLocked appends to due the leases of the cohorts due at nowAt, and
+// of those due by horizon after them, up to about 8 batches, and takes
+// those cohorts off the heap (w.mu held).
+func (w *watchdog) takeDueLocked(due []*lease, nowAt, horizon int64) []*lease {
+	for len(w.h) > 0 && len(due) < 8*maxBatch && (w.h[0].at <= nowAt ||
+		len(due) > 0 && w.h[0].at <= horizon) {
+		co := w.h.remove(0)
+		if w.tail == co {
+			w.tail = nil
+		}
+		for _, l := range co.members {
+			l.co = nil
+		}
+		due = append(due, co.members...)
+	}
+	return due
 }
 
 // dispatch starts the renewals of the leases that came due, without
@@ -559,33 +615,30 @@ func retryDelay(ttl time.Duration) time.Duration {
 	return min(max(ttl/10, 5*time.Millisecond), time.Second)
 }
 
-// leaseHeap orders leases by due time, a binary min-heap. Each entry
-// keeps its due time beside the lease, as nanoseconds from the watchdog's
-// epoch: comparing two entries reads no lease (with 100,000 leases,
-// following the pointers to compare was a fifth of the renewing process's
-// CPU). A lease's idx is its entry's index. The operations are typed, not
+// cohortHeap orders cohorts by due time, a min-heap. Each entry keeps its
+// due time beside the cohort: comparing two entries follows no pointer. A
+// cohort's idx is its entry's index. The operations are typed, not
 // container/heap's: an entry boxed in an interface would cost an
-// allocation per acquisition.
-type leaseHeap []heapEntry
+// allocation.
+type cohortHeap []heapEntry
 
 type heapEntry struct {
-	at int64 // l.due, in ns since watchdog.epoch
-	l  *lease
+	at int64 // c.at
+	c  *cohort
 }
 
-func (h leaseHeap) set(i int, e heapEntry) {
+func (h cohortHeap) set(i int, e heapEntry) {
 	h[i] = e
-	e.l.idx = i
+	e.c.idx = i
 }
 
 // The heap is 4-ary: an entry's children are 4i+1 to 4i+4, side by side
 // in one or two cache lines, so a pop reads half as many lines and moves
-// half as many entries (each move writes its lease's idx) as a binary
-// heap's would.
+// half as many entries as a binary heap's would.
 const heapArity = 4
 
 // up moves the entry at i towards the root while it is due before its parent.
-func (h leaseHeap) up(i int) {
+func (h cohortHeap) up(i int) {
 	e := h[i]
 	for i > 0 {
 		p := (i - 1) / heapArity
@@ -599,7 +652,7 @@ func (h leaseHeap) up(i int) {
 }
 
 // down moves the entry at i towards the leaves while a child is due before it.
-func (h leaseHeap) down(i int) {
+func (h cohortHeap) down(i int) {
 	e, n := h[i], len(h)
 	for {
 		first := heapArity*i + 1
@@ -621,13 +674,13 @@ func (h leaseHeap) down(i int) {
 	h.set(i, e)
 }
 
-func (h *leaseHeap) push(at int64, l *lease) {
-	*h = append(*h, heapEntry{at: at, l: l})
+func (h *cohortHeap) push(at int64, c *cohort) {
+	*h = append(*h, heapEntry{at: at, c: c})
 	h.up(len(*h) - 1)
 }
 
 // fix restores the order after the entry at i changed its time.
-func (h leaseHeap) fix(i int) {
+func (h cohortHeap) fix(i int) {
 	if i > 0 && h[i].at < h[(i-1)/heapArity].at {
 		h.up(i)
 	} else {
@@ -635,10 +688,10 @@ func (h leaseHeap) fix(i int) {
 	}
 }
 
-// remove takes the entry at i out and returns its lease (idx -1).
-func (h *leaseHeap) remove(i int) *lease {
+// remove takes the entry at i out and returns its cohort (idx -1).
+func (h *cohortHeap) remove(i int) *cohort {
 	old := *h
-	l, last := old[i].l, len(old)-1
+	c, last := old[i].c, len(old)-1
 	if i != last {
 		old.set(i, old[last])
 	}
@@ -647,6 +700,6 @@ func (h *leaseHeap) remove(i int) *lease {
 	if i != last {
 		h.fix(i)
 	}
-	l.idx = -1
-	return l
+	c.idx = -1
+	return c
 }
