@@ -180,8 +180,9 @@ type acquireResult struct {
 // extension never shortens a lease: the expiry becomes the later of the
 // current one and ttl from now.
 type extendReq struct {
-	n       names
+	n       *names // the lease's own (not copied: a batch holds hundreds)
 	token   string
+	boxed   *[2]any // Redis: n.lease and token boxed once, for the batch script (lease.boxed); may be nil
 	ttl     time.Duration
 	ok      bool          // extended (or already longer)
 	left    time.Duration // when ok: the time the lease had left when the server answered

@@ -59,6 +59,11 @@ type lease struct {
 	// released, and a release waits for a heal under way.
 	healMu sync.Mutex
 
+	// boxed is the lease's key and token as the renewal script's
+	// arguments, boxed at its first renewal and kept: a batch's
+	// arguments then cost no allocation per lease (with l.mu).
+	boxed [2]any
+
 	// watchdog bookkeeping, guarded by watchdog.mu
 	co         *cohort // the cohort it waits in for its next renewal; nil when not scheduled
 	ci         int     // its index in co.members

@@ -210,8 +210,8 @@ func (m *memoryBackend) extend(_ context.Context, reqs []extendReq) {
 			continue
 		}
 		if r.n.limit == rwRead {
-			rr := *r
-			rr.n = readerNames(r.n)
+			rr, rn := *r, readerNames(*r.n)
+			rr.n = &rn
 			m.semExtend(&rr, now)
 			r.ok, r.gone, r.left = rr.ok, rr.gone, rr.left
 			continue

@@ -84,7 +84,7 @@ func (m *memoryBackend) semAcquire(n names, token, value string, ttl time.Durati
 
 // semExtend is one extension of a permit. Called with m.mu held.
 func (m *memoryBackend) semExtend(r *extendReq, now time.Time) {
-	ps := m.permits(r.n, now)
+	ps := m.permits(*r.n, now)
 	p, ok := ps[r.token]
 	if !ok {
 		r.gone = true

@@ -565,13 +565,7 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 	many := make([]*redis.Cmd, len(groups))
 	_, _ = b.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for g, idx := range groups {
-			keys := make([]string, len(idx))
-			args := make([]any, 0, 2*len(idx))
-			for j, i := range idx {
-				keys[j] = reqs[i].n.lease
-				args = append(args, reqs[i].token, reqs[i].ttl.Milliseconds())
-			}
-			many[g] = extendManyScript.EvalSha(ctx, p, keys, args...)
+			many[g] = extendManyScript.process(ctx, p, extendManyCmd(reqs, idx), true)
 		}
 		for i, r := range reqs {
 			if r.grouped {
@@ -584,13 +578,9 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 	for g, idx := range groups {
 		vs, err := many[g].Int64Slice()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			keys := make([]string, len(idx))
-			args := make([]any, 0, 2*len(idx))
-			for j, i := range idx {
-				keys[j] = reqs[i].n.lease
-				args = append(args, reqs[i].token, reqs[i].ttl.Milliseconds())
-			}
-			vs, err = extendManyScript.Run(ctx, b.rdb, keys, args...).Int64Slice()
+			a := extendManyCmd(reqs, idx)
+			a[0], a[1] = "eval", extendManyScript.src
+			vs, err = extendManyScript.process(ctx, b.rdb, a, true).Int64Slice()
 		}
 		if err == nil && len(vs) != len(idx) {
 			err = fmt.Errorf("core: extend of %d leases answered %d", len(idx), len(vs))
@@ -623,8 +613,48 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 // extendGroups gathers the mutex and write-hold renewals of reqs that can
 // share one script — by Cluster slot, or all of them on a single server —
 // into groups of two or more, and marks them grouped.
+// extendManyCmd is the EVALSHA of extend_many.lua for the leases idx of
+// reqs, built in one slice from the arguments the leases boxed once
+// (extendReq.boxed) and each TTL boxed once per run of equal TTLs: a batch
+// of hundreds then allocates only the slice.
+func extendManyCmd(reqs []extendReq, idx []int) []any {
+	a := make([]any, 3+3*len(idx))
+	a[0], a[1], a[2] = "evalsha", extendManyScript.sha, len(idx)
+	keys, args := a[3:3+len(idx)], a[3+len(idx):]
+	var ttl time.Duration
+	var ms any
+	for j, i := range idx {
+		r := &reqs[i]
+		if r.boxed != nil {
+			keys[j], args[2*j] = r.boxed[0], r.boxed[1]
+		} else {
+			keys[j], args[2*j] = r.n.lease, r.token
+		}
+		if ms == nil || r.ttl != ttl {
+			ttl, ms = r.ttl, r.ttl.Milliseconds()
+		}
+		args[2*j+1] = ms
+	}
+	return a
+}
+
 func (b *redisBackend) extendGroups(reqs []extendReq) [][]int {
 	_, cluster := b.rdb.(*redis.ClusterClient)
+	if !cluster { // one server: one group
+		idx := make([]int, 0, len(reqs))
+		for i := range reqs {
+			if reqs[i].script() == extendScript && !reqs[i].keep {
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) < 2 {
+			return nil
+		}
+		for _, i := range idx {
+			reqs[i].grouped = true
+		}
+		return [][]int{idx}
+	}
 	bySlot := map[uint16][]int{}
 	var order []uint16
 	for i := range reqs {

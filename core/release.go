@@ -34,7 +34,7 @@ func (c *Client) extend(ctx context.Context, l *lease, ttl time.Duration) (err e
 	l.mu.Lock()
 	keep := l.keepCounter(sent, ttl)
 	l.mu.Unlock()
-	req := []extendReq{{n: l.n, token: l.token, ttl: ttl, keep: keep}}
+	req := []extendReq{{n: &l.n, token: l.token, ttl: ttl, keep: keep}}
 	c.be.extend(ctx, req)
 	r := &req[0]
 	if r.err != nil {

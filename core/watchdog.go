@@ -31,6 +31,7 @@ type watchdog struct {
 	mu      sync.Mutex
 	h       cohortHeap         // auto-renewed leases waiting for their next renewal, in cohorts
 	tail    *cohort            // the cohort created last, while on the heap: leases join it (see cohort)
+	spare   [][]*lease         // emptied member slices of cohorts taken, for new cohorts
 	epoch   time.Time          // the heap's due times count from here (monotonic)
 	live    map[leaseID]*lease // every lease not yet released, twins chained (lease.twin)
 	armedAt time.Time          // when the loop will look next (zero: idle)
@@ -54,6 +55,7 @@ type watchdog struct {
 const (
 	maxBatch    = 512
 	batchWindow = 10 * time.Millisecond
+	maxSpare    = 32 // cohorts' member slices kept for reuse (watchdog.spare)
 )
 
 func (w *watchdog) init(c *Client) {
@@ -148,6 +150,9 @@ func (w *watchdog) pushLocked(l *lease, due time.Time) bool {
 	co := w.tail
 	if co == nil || co.at > at || at-co.at > int64(batchWindow) || len(co.members) >= maxBatch {
 		co = &cohort{at: at, due: due, idx: -1}
+		if n := len(w.spare); n > 0 {
+			co.members, w.spare = w.spare[n-1], w.spare[:n-1]
+		}
 		w.h.push(at, co)
 		w.tail = co
 	}
@@ -428,6 +433,10 @@ func (w *watchdog) takeDueLocked(due []*lease, nowAt, horizon int64) []*lease {
 			l.co = nil
 		}
 		due = append(due, co.members...)
+		if len(w.spare) < maxSpare {
+			clear(co.members)
+			w.spare = append(w.spare, co.members[:0])
+		}
 	}
 	return due
 }
@@ -513,7 +522,10 @@ func (w *watchdog) renew(batch []*lease) {
 	var earliest time.Time
 	for i, l := range batch {
 		l.mu.Lock()
-		reqs[i] = extendReq{n: l.n, token: l.token, ttl: l.ttl, keep: l.keepCounter(sent, l.ttl)}
+		if l.boxed[0] == nil {
+			l.boxed = [2]any{l.n.lease, l.token}
+		}
+		reqs[i] = extendReq{n: &l.n, token: l.token, boxed: &l.boxed, ttl: l.ttl, keep: l.keepCounter(sent, l.ttl)}
 		if earliest.IsZero() || l.deadline.Before(earliest) {
 			earliest = l.deadline
 		}
@@ -573,7 +585,9 @@ func (c *Client) renewed(ctx context.Context, l *lease, sent time.Time, r *exten
 		if r.keep {
 			l.keptCounter(sent)
 		}
-		c.heal(context.WithoutCancel(ctx), l, r)
+		if len(r.heal) > 0 {
+			c.heal(context.WithoutCancel(ctx), l, r)
+		}
 	case r.err == nil:
 		l.markLost(lostError(l.key, errors.New("lease expired or taken over")))
 		return
