@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -34,7 +35,7 @@ func TestExtendManyWithAndWithoutGT(t *testing.T) {
 				rdb.Set(ctx, short, "tok|meta", time.Second)
 				rdb.Set(ctx, other, "someone", time.Second)
 				got, err := rdb.Eval(ctx, src, []string{long, short, other, none},
-					"tok", 5000, "tok", 5000, "tok", 5000, "tok", 5000).Int64Slice()
+					5000, "tok", "tok", "tok", "tok").Int64Slice()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -69,4 +70,54 @@ type scriptServer struct {
 func scriptServers(t *testing.T) []scriptServer {
 	_, mini := redistest.Miniredis(t, false)
 	return []scriptServer{{"miniredis", mini}, {"redis", redistest.Client(t)}}
+}
+
+// A batch of renewals with two TTLs renews each lease to its own TTL:
+// extend_many.lua takes one TTL a call, so the batch goes in one call per
+// TTL. The batch also holds a lease of another token and a missing one,
+// which are left alone, and an odd lease out of each TTL renews alone.
+func TestExtendBatchMixedTTLs(t *testing.T) {
+	for _, srv := range scriptServers(t) {
+		t.Run(srv.name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := srv.rdb
+			p := redistest.Prefix(t, rdb)
+			b := newRedisBackend(rdb, &clientConfig{})
+			c := &Client{cfg: clientConfig{prefix: p}}
+			var reqs []extendReq
+			add := func(key, stored, tok string, ttl time.Duration) {
+				n := c.names(key)
+				if stored != "" {
+					rdb.Set(ctx, n.lease, stored, 500*time.Millisecond)
+				}
+				reqs = append(reqs, extendReq{n: &n, token: tok, ttl: ttl})
+			}
+			for i := range 3 {
+				add(fmt.Sprintf("short%d", i), "tok", "tok", 4*time.Second)
+				add(fmt.Sprintf("long%d", i), "tok|meta", "tok", 8*time.Second)
+			}
+			add("alone", "tok", "tok", 6*time.Second)
+			add("other", "someone", "tok", 8*time.Second)
+			add("none", "", "tok", 4*time.Second)
+			b.extend(ctx, reqs)
+			for _, r := range reqs {
+				key := r.n.lease
+				d := rdb.PTTL(ctx, key).Val()
+				switch {
+				case strings.HasSuffix(key, "{other}"):
+					if r.ok || r.err != nil || d > 500*time.Millisecond {
+						t.Errorf("%s: ok %v, err %v, lasts %v: another token's lease was extended", key, r.ok, r.err, d)
+					}
+				case strings.HasSuffix(key, "{none}"):
+					if r.ok || !r.gone || r.err != nil || rdb.Exists(ctx, key).Val() != 0 {
+						t.Errorf("%s: ok %v, gone %v, err %v", key, r.ok, r.gone, r.err)
+					}
+				default:
+					if !r.ok || r.err != nil || d < r.ttl-time.Second || d > r.ttl {
+						t.Errorf("%s: ok %v, err %v, lasts %v, want about %v", key, r.ok, r.err, d, r.ttl)
+					}
+				}
+			}
+		})
+	}
 }

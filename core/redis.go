@@ -557,9 +557,8 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 		r.set(r.script().Run(ctx, b.rdb, r.keys(), r.args()...).Int64())
 		return
 	}
-	// Mutex and write-hold leases of one Cluster slot (all of them, on a
-	// single server) renew in one script; the rest one script each, all in
-	// one pipeline.
+	// Mutex and write-hold leases of one TTL (and one Cluster slot) renew
+	// in one script; the rest one script each, all in one pipeline.
 	groups := b.extendGroups(reqs)
 	cmds := make([]*redis.Cmd, len(reqs))
 	many := make([]*redis.Cmd, len(groups))
@@ -614,65 +613,71 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 // share one script — by Cluster slot, or all of them on a single server —
 // into groups of two or more, and marks them grouped.
 // extendManyCmd is the EVALSHA of extend_many.lua for the leases idx of
-// reqs, built in one slice from the arguments the leases boxed once
-// (extendReq.boxed) and each TTL boxed once per run of equal TTLs: a batch
-// of hundreds then allocates only the slice.
+// reqs (of one TTL), built in one slice from the key and token each lease
+// boxed once (extendReq.boxed): a batch of hundreds allocates only the
+// slice.
 func extendManyCmd(reqs []extendReq, idx []int) []any {
-	a := make([]any, 3+3*len(idx))
+	a := make([]any, 4+2*len(idx))
 	a[0], a[1], a[2] = "evalsha", extendManyScript.sha, len(idx)
-	keys, args := a[3:3+len(idx)], a[3+len(idx):]
-	var ttl time.Duration
-	var ms any
+	keys, toks := a[3:3+len(idx)], a[4+len(idx):]
+	a[3+len(idx)] = reqs[idx[0]].ttl.Milliseconds()
 	for j, i := range idx {
 		r := &reqs[i]
 		if r.boxed != nil {
-			keys[j], args[2*j] = r.boxed[0], r.boxed[1]
+			keys[j], toks[j] = r.boxed[0], r.boxed[1]
 		} else {
-			keys[j], args[2*j] = r.n.lease, r.token
+			keys[j], toks[j] = r.n.lease, r.token
 		}
-		if ms == nil || r.ttl != ttl {
-			ttl, ms = r.ttl, r.ttl.Milliseconds()
-		}
-		args[2*j+1] = ms
 	}
 	return a
 }
 
+// extendGroups groups the mutex and write-hold renewals of reqs that one
+// extend_many.lua call can renew: those of one TTL (and, on a Cluster, one
+// slot), at least two. It marks them grouped.
 func (b *redisBackend) extendGroups(reqs []extendReq) [][]int {
 	_, cluster := b.rdb.(*redis.ClusterClient)
-	if !cluster { // one server: one group
+	if !cluster { // one server: one group, if all have one TTL (the common case)
 		idx := make([]int, 0, len(reqs))
+		same := true
 		for i := range reqs {
 			if reqs[i].script() == extendScript && !reqs[i].keep {
 				idx = append(idx, i)
+				same = same && reqs[i].ttl == reqs[idx[0]].ttl
 			}
 		}
 		if len(idx) < 2 {
 			return nil
 		}
-		for _, i := range idx {
-			reqs[i].grouped = true
+		if same {
+			for _, i := range idx {
+				reqs[i].grouped = true
+			}
+			return [][]int{idx}
 		}
-		return [][]int{idx}
 	}
-	bySlot := map[uint16][]int{}
-	var order []uint16
+	type group struct {
+		slot uint16
+		ttl  time.Duration
+	}
+	bySlot := map[group][]int{}
+	var order []group
 	for i := range reqs {
 		if reqs[i].script() != extendScript || reqs[i].keep {
 			continue
 		}
-		var slot uint16
+		g := group{ttl: reqs[i].ttl}
 		if cluster {
-			slot = clusterSlot(reqs[i].n.lease)
+			g.slot = clusterSlot(reqs[i].n.lease)
 		}
-		if _, ok := bySlot[slot]; !ok {
-			order = append(order, slot)
+		if _, ok := bySlot[g]; !ok {
+			order = append(order, g)
 		}
-		bySlot[slot] = append(bySlot[slot], i)
+		bySlot[g] = append(bySlot[g], i)
 	}
 	var groups [][]int
-	for _, slot := range order {
-		if idx := bySlot[slot]; len(idx) >= 2 {
+	for _, g := range order {
+		if idx := bySlot[g]; len(idx) >= 2 {
 			for _, i := range idx {
 				reqs[i].grouped = true
 			}

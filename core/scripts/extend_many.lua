@@ -1,9 +1,9 @@
--- Extend many mutex (or write-hold) leases at once, each as extend.lua
--- does: never shortening one, never re-creating a lost one. The renewals
--- of a batch due together, in one call instead of one per lease.
+-- Extend many mutex (or write-hold) leases of one TTL at once, each as
+-- extend.lua does: never shortening one, never re-creating a lost one. The
+-- renewals of a batch due together, in one call instead of one per lease.
 -- KEYS[i] lease i
--- ARGV[2i-1] token of lease i   ARGV[2i] its ttl ms
--- Returns, per lease, 1 when held by its token (it now lasts at least its
+-- ARGV[1] the ttl ms   ARGV[i+1] token of lease i
+-- Returns, per lease, 1 when held by its token (it now lasts at least the
 -- ttl), 0 when held by another token, -1 when there is no lease.
 --
 -- On Redis 7, PEXPIRE GT extends a lease only if that makes it longer, in
@@ -13,9 +13,12 @@
 -- The loop runs once per lease renewed, so it does the least it can: the
 -- ttl goes to PEXPIRE as the string it came as (a Lua number would be
 -- printed back to a string, and the reply carries no number to parse),
--- and the common value, the token alone, is compared before owns.
+-- it comes once, not once per lease, and the common value, the token
+-- alone, is compared before owns.
 local call, pcall_ = redis.call, redis.pcall
 local gt = true
+local want = ARGV[1]
+local wantN = tonumber(want)
 local out = {}
 for i = 1, #KEYS do
   local key = KEYS[i]
@@ -23,15 +26,14 @@ for i = 1, #KEYS do
   if not v then
     out[i] = -1
   else
-    local tok = ARGV[2 * i - 1]
+    local tok = ARGV[i + 1]
     if v ~= tok and not owns(v, tok) then
       out[i] = 0
     else
-      local want = ARGV[2 * i]
       if gt and type(pcall_('PEXPIRE', key, want, 'GT')) == 'table' then
         gt = false -- an error reply: no GT here
       end
-      if not gt and call('PTTL', key) < tonumber(want) then
+      if not gt and call('PTTL', key) < wantN then
         call('PEXPIRE', key, want)
       end
       out[i] = 1
