@@ -45,6 +45,31 @@ local function next_fence(key, retention, proposed)
   return f
 end
 
+-- fresh_fence is next_fence for an acquisition that found its lease key
+-- free (the mutex's SET NX took it): no lease of the key lives, so the
+-- counter's expiry is owed to this acquisition alone and may be set to the
+-- retention from now, whatever it was. It writes the clock's fence and reads
+-- the old counter in one SET ... GET, instead of an INCR and a SET; only
+-- when the old counter is not below the clock (an acquisition in the same
+-- microsecond, a clock that stepped back) does it write again, one above
+-- the old counter. Servers before Redis 6.2 refuse SET ... GET:
+-- next_fence then.
+local function fresh_fence(key, retention)
+  local t = redis.call('TIME')
+  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local old = redis.pcall('SET', key, string.format('%.0f', floor), 'PX', retention, 'GET')
+  if type(old) == 'table' and old.err then
+    return next_fence(key, retention)
+  end
+  local f = old and tonumber(old)
+  if f and f >= floor then
+    f = f + 1
+    redis.call('SET', key, string.format('%.0f', f), 'PX', retention)
+    return f
+  end
+  return floor
+end
+
 -- reentry_fence is next_fence for a re-entry of lease: the lease may
 -- outlive the retention this caller gives (another holder's longer TTL),
 -- and its counter must not expire first.

@@ -26,3 +26,10 @@ local function taken_since(counter, fence)
   local c = redis.call('GET', counter)
   return c ~= false and c ~= nil and tonumber(c) > tonumber(fence)
 end
+
+-- counter_above is taken_since with the counter already read (c: its
+-- value, or false when there is none).
+local function counter_above(c, fence)
+  if not fence or fence == '' then return false end
+  return c ~= false and c ~= nil and tonumber(c) > tonumber(fence)
+end

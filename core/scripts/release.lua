@@ -33,7 +33,14 @@
 -- (or re-entered, which takes a new fence) after the acquisition this
 -- release ends: a late release — its bytes held up in the network, or sent
 -- again by the client after a timeout — leaves it be.
-local v = redis.call('GET', KEYS[1])
+-- A fenced release reads the lease and its counter in one MGET (one slot).
+local v, counter
+if ARGV[7] and ARGV[7] ~= '' then
+  local r = redis.call('MGET', KEYS[1], KEYS[2])
+  v, counter = r[1], r[2]
+else
+  v = redis.call('GET', KEYS[1])
+end
 if not owns(v, ARGV[1]) or ARGV[8] == '1' and (v ~= ARGV[1] .. '|'
     or redis.call('ZSCORE', KEYS[3], ARGV[1] .. '|' .. (ARGV[5] or ''))) then
   local me = ARGV[1] .. '|' .. (ARGV[5] or '')
@@ -48,7 +55,7 @@ if not owns(v, ARGV[1]) or ARGV[8] == '1' and (v ~= ARGV[1] .. '|'
   end
   return 0
 end
-if taken_since(KEYS[2], ARGV[7]) then
+if counter_above(counter, ARGV[7]) then
   return 0
 end
 local waited = ARGV[6] == '1'

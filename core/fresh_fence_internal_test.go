@@ -1,0 +1,76 @@
+package core
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latchkey/latchkey/internal/redistest"
+)
+
+// fresh_fence (lib_fence.lua), the fence of a mutex acquisition that found
+// its key free, on miniredis and the shared Redis, with SET ... GET and
+// without it (the option misspelled, as a server before 6.2 refuses it,
+// so next_fence serves): the fence is above the old counter and at least
+// the server clock in µs, the counter is left at the fence, and it lives
+// at least the retention from now.
+func TestFreshFence(t *testing.T) {
+	const retention = 300000 // ms
+	for _, srv := range scriptServers(t) {
+		for _, variant := range []string{"SET GET", "no GET"} {
+			t.Run(srv.name+"/"+variant, func(t *testing.T) {
+				ctx := context.Background()
+				rdb := srv.rdb
+				lib := libFence
+				if variant == "no GET" {
+					lib = strings.Replace(lib, "'PX', retention, 'GET')", "'PX', retention, 'NOT-AN-OPTION')", 1)
+					if lib == libFence {
+						t.Fatal("fresh_fence's SET ... GET not found")
+					}
+				}
+				src := lib + "\nreturn fresh_fence(KEYS[1], ARGV[1])"
+				key := redistest.Prefix(t, rdb) + ":fence"
+				tm, err := rdb.Time(ctx).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				clock := tm.UnixMicro()
+				for _, c := range []struct {
+					name string
+					old  int64 // 0: no counter
+					ttl  time.Duration
+				}{
+					{"no counter", 0, 0},
+					{"counter below the clock, long expiry", 5, time.Hour},
+					{"counter ahead of the clock, long expiry", clock + 1e12, time.Hour},
+					{"counter ahead of the clock, expiring soon", clock + 2e12, time.Second},
+				} {
+					rdb.Del(ctx, key)
+					if c.old != 0 {
+						rdb.Set(ctx, key, c.old, c.ttl)
+					}
+					f, err := rdb.Eval(ctx, src, []string{key}, retention).Int64()
+					if err != nil {
+						t.Fatalf("%s: %v", c.name, err)
+					}
+					if f <= c.old || f < clock {
+						t.Errorf("%s: fence %d, old counter %d, clock %d", c.name, f, c.old, clock)
+					}
+					if c.old > clock && f != c.old+1 {
+						t.Errorf("%s: fence %d, want one above the counter, %d", c.name, f, c.old+1)
+					}
+					got, _ := rdb.Get(ctx, key).Result()
+					if n, _ := strconv.ParseInt(got, 10, 64); n != f {
+						t.Errorf("%s: counter %q after fence %d", c.name, got, f)
+					}
+					if d := rdb.PTTL(ctx, key).Val(); d < retention*time.Millisecond-5*time.Second {
+						t.Errorf("%s: counter lives %v, want at least the retention", c.name, d)
+					}
+				}
+				rdb.Del(ctx, key)
+			})
+		}
+	}
+}
