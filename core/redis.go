@@ -609,9 +609,6 @@ func (b *redisBackend) extend(ctx context.Context, reqs []extendReq) {
 	}
 }
 
-// extendGroups gathers the mutex and write-hold renewals of reqs that can
-// share one script — by Cluster slot, or all of them on a single server —
-// into groups of two or more, and marks them grouped.
 // extendManyCmd is the EVALSHA of extend_many.lua for the leases idx of
 // reqs (of one TTL), built in one slice from the key and token each lease
 // boxed once (extendReq.boxed): a batch of hundreds allocates only the

@@ -127,10 +127,11 @@ func (w *watchdog) schedule(l *lease, due time.Time) bool {
 // before d, never after it, and is not full (maxBatch); otherwise it starts
 // a cohort of its own. A lease is never renewed late, and at most two
 // batchWindows early: the loop takes, with a cohort that is due, those due
-// within batchWindow after it. The leases of a batch, renewed together, come due
-// together again and rejoin one cohort: with 100,000 leases the heap holds
-// a few hundred entries, and scheduling a renewal is an append rather than
-// a heap push and pop (which read a cache line or two per level).
+// within batchWindow after it. The leases of a batch, renewed together,
+// come due together again and rejoin one cohort: with 100,000 leases the
+// heap holds a few hundred entries, and scheduling a renewal is an append
+// rather than a heap push and pop (which read a cache line or two per
+// level).
 type cohort struct {
 	at      int64     // due, in ns since watchdog.epoch
 	due     time.Time // the same instant
