@@ -43,10 +43,30 @@ func TestAutoSurvivesRedisOutage(t *testing.T) {
 					dbguard.WithLocks(locker),
 					dbguard.WithWaitTimeout(500*time.Millisecond),
 					dbguard.WithProbeInterval(100*time.Millisecond))
-				outageSale(t, g, func() { fault.break_(srv, t) }, func() { fault.repair(srv, t) })
+				outageSale(t, g, func() { fault.break_(srv, t) }, func() {
+					fault.repair(srv, t)
+					lockerAnswers(t, locker)
+				})
 			})
 		})
 	}
+}
+
+// lockerAnswers waits until the locker takes a lock again. After a restart
+// its connection pool may refuse for a second or so more (go-redis redials
+// a pool whose dials failed about once a second); buyers served meanwhile
+// go around the lock, and enough of them would sell the stock out before
+// the test could see a deduction under the lock again.
+func lockerAnswers(t *testing.T, locker *core.Client) {
+	t.Helper()
+	ctx := ctxFor(t, 30*time.Second)
+	waitFor(t, ctx, "the locker to answer after the repair", func() bool {
+		l, err := locker.TryLock(ctx, "outage-probe")
+		if err != nil {
+			return false
+		}
+		return l.Release(ctx) == nil
+	})
 }
 
 // outageSale runs 500 buyers in three waves around an outage.
