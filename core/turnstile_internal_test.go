@@ -51,9 +51,10 @@ func TestTurnstileGiveUpRacesLetIn(t *testing.T) {
 				p.leave(nil)
 			}()
 		}
-		// At least one of the two callers in line (a leave with nobody in
-		// line drops the lease, by design): the race under test is the
-		// quitter's give-up against being let in.
+		// Two of the three in line (the quitter counts), so at least one of
+		// the two callers is: a leave with nobody in line drops the lease,
+		// by design. The race under test is the quitter's give-up against
+		// being let in.
 		for queued := 0; queued < 2; time.Sleep(10 * time.Microsecond) {
 			ts.mu.Lock()
 			queued = len(ts.keys["k"].queue)

@@ -17,19 +17,17 @@ local function set_nx(key, val, ttl)
   return true
 end
 
--- taken_since: was the lease of the acquisition of fence (a string, or ''
--- for none) taken or re-entered since? Its counter (key counter) stands
--- above fence then: every acquisition and re-entry takes a new fence.
--- Without a fence, or a counter, nothing says so.
-local function taken_since(counter, fence)
-  if not fence or fence == '' then return false end
-  local c = redis.call('GET', counter)
-  return c ~= false and c ~= nil and tonumber(c) > tonumber(fence)
-end
-
--- counter_above is taken_since with the counter already read (c: its
--- value, or false when there is none).
+-- counter_above: does counter value c (false when there is none) stand
+-- above fence (a string, or '' for none)? Every acquisition and re-entry
+-- takes a new fence, so the lease of the acquisition of fence was taken or
+-- re-entered since. Without a fence, or a counter, nothing says so.
 local function counter_above(c, fence)
   if not fence or fence == '' then return false end
   return c ~= false and c ~= nil and tonumber(c) > tonumber(fence)
+end
+
+-- taken_since is counter_above reading the counter (key counter) itself.
+local function taken_since(counter, fence)
+  if not fence or fence == '' then return false end
+  return counter_above(redis.call('GET', counter), fence)
 end
