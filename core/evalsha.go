@@ -17,7 +17,10 @@ type luaScript struct {
 	sha, src any
 }
 
-func newLuaScript(src string) *luaScript {
+// newLuaScript is the script body, prefixed with the definitions it uses
+// from libs (composeLua).
+func newLuaScript(body string, libs ...string) *luaScript {
+	src := composeLua(body, libs...)
 	s := redis.NewScript(src)
 	return &luaScript{Script: s, sha: s.Hash(), src: src}
 }

@@ -70,23 +70,24 @@ var (
 	//go:embed scripts/queue_touch.lua
 	queueTouchLua string
 
-	// Each script is the shared helpers it uses followed by its body. Those
+	// Each script is the shared helpers it uses (only the definitions it
+	// calls: composeLua) followed by its body. Those
 	// that publish come in two flavours (notifyScripts), classic and
 	// sharded pub/sub; acquireScript and releaseScript name classic ones.
 	classicScripts     = newNotifyScripts(libPub)
 	shardedScripts     = newNotifyScripts(libPubSharded)
 	acquireScript      = classicScripts.acquire
-	extendScript       = newLuaScript(libOwns + libFence + extendLua)
+	extendScript       = newLuaScript(extendLua, libOwns, libFence)
 	releaseScript      = classicScripts.release
-	inspectScript      = newLuaScript(libPub + libWait + inspectLua)
-	fenceMaxScript     = newLuaScript(libFence + fenceMaxLua)
-	semAcquireScript   = newLuaScript(libFence + libQueue + libSem + semAcquireLua)
-	semExtendScript    = newLuaScript(libQueue + libSem + semExtendLua)
-	rwRLockScript      = newLuaScript(libFence + libQueue + libSem + rwRLockLua)
-	inspectHoldsScript = newLuaScript(libQueue + inspectHoldsLua)
-	rwLockScript       = newLuaScript(libOwns + libFence + libQueue + libSem + rwLockLua)
-	acquireAllScript   = newLuaScript(libFence + acquireAllLua)
-	extendManyScript   = newLuaScript(libOwns + extendManyLua)
+	inspectScript      = newLuaScript(inspectLua, libPub, libWait)
+	fenceMaxScript     = newLuaScript(fenceMaxLua, libFence)
+	semAcquireScript   = newLuaScript(semAcquireLua, libFence, libQueue, libSem)
+	semExtendScript    = newLuaScript(semExtendLua, libQueue, libSem)
+	rwRLockScript      = newLuaScript(rwRLockLua, libFence, libQueue, libSem)
+	inspectHoldsScript = newLuaScript(inspectHoldsLua, libQueue)
+	rwLockScript       = newLuaScript(rwLockLua, libOwns, libFence, libQueue, libSem)
+	acquireAllScript   = newLuaScript(acquireAllLua, libFence)
+	extendManyScript   = newLuaScript(extendManyLua, libOwns)
 	queueTouchScript   = newLuaScript(queueTouchLua)
 
 	// Arguments that never change, boxed once.
@@ -106,12 +107,12 @@ type notifyScripts struct {
 
 func newNotifyScripts(pub string) *notifyScripts {
 	return &notifyScripts{
-		acquire:     newLuaScript(pub + libOwns + libFence + libWait + acquireLua),
-		acquireFair: newLuaScript(pub + libOwns + libFence + libWait + acquireFairLua),
-		release:     newLuaScript(pub + libOwns + libFence + libWait + releaseLua),
-		semRelease:  newLuaScript(pub + libQueue + libSem + semReleaseLua),
-		rwUnlock:    newLuaScript(pub + libOwns + libQueue + rwUnlockLua),
-		evict:       newLuaScript(pub + libFence + evictLua),
+		acquire:     newLuaScript(acquireLua, pub, libOwns, libFence, libWait),
+		acquireFair: newLuaScript(acquireFairLua, pub, libOwns, libFence, libWait),
+		release:     newLuaScript(releaseLua, pub, libOwns, libFence, libWait),
+		semRelease:  newLuaScript(semReleaseLua, pub, libQueue, libSem),
+		rwUnlock:    newLuaScript(rwUnlockLua, pub, libOwns, libQueue),
+		evict:       newLuaScript(evictLua, pub, libFence),
 	}
 }
 

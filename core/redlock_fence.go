@@ -15,7 +15,7 @@ var (
 	//go:embed scripts/redlock_acquire.lua
 	redlockAcquireLua string
 
-	redlockAcquireScript = newLuaScript(libOwns + libFence + redlockAcquireLua)
+	redlockAcquireScript = newLuaScript(redlockAcquireLua, libOwns, libFence)
 )
 
 // fenceLead is how far ahead of its own clock a Redlock client proposes the
