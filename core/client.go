@@ -574,8 +574,9 @@ func (c *Client) attempt(ctx context.Context, key string, n names, tok string, s
 // reckoning (its TTL less the drift margin, counted from start): the key
 // may have expired and been taken by another caller before the answer
 // came, so it makes no lock. The lease is given back by the caller, as
-// after any failed call.
-func tooLate(key any, start time.Time, s *settings) error {
+// after any failed call. It is generic so that the key is boxed for
+// the error alone, not on every acquisition.
+func tooLate[K string | []string](key K, start time.Time, s *settings) error {
 	margin := s.margin
 	if margin < 0 {
 		margin = driftMargin(s.ttl)

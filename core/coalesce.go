@@ -114,6 +114,9 @@ func (e unsentError) Unwrap() error { return e.cause }
 
 // unsent reports whether err is a command's that was never sent.
 func unsent(err error) bool {
+	if err == nil {
+		return false // before errors.As, whose target escapes: no allocation
+	}
 	var u unsentError
 	return errors.As(err, &u)
 }

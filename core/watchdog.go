@@ -31,7 +31,7 @@ type watchdog struct {
 	mu      sync.Mutex
 	h       cohortHeap         // auto-renewed leases waiting for their next renewal, in cohorts
 	tail    *cohort            // the cohort created last, while on the heap: leases join it (see cohort)
-	spare   [][]*lease         // emptied member slices of cohorts taken, for new cohorts
+	spare   []*cohort          // cohorts off the heap, emptied, for new ones (recycle)
 	epoch   time.Time          // the heap's due times count from here (monotonic)
 	live    map[leaseID]*lease // every lease not yet released, twins chained (lease.twin)
 	armedAt time.Time          // when the loop will look next (zero: idle)
@@ -55,7 +55,7 @@ type watchdog struct {
 const (
 	maxBatch    = 512
 	batchWindow = 10 * time.Millisecond
-	maxSpare    = 32 // cohorts' member slices kept for reuse (watchdog.spare)
+	maxSpare    = 32 // emptied cohorts kept for reuse (watchdog.spare)
 )
 
 func (w *watchdog) init(c *Client) {
@@ -150,9 +150,11 @@ func (w *watchdog) pushLocked(l *lease, due time.Time) bool {
 	at := int64(due.Sub(w.epoch))
 	co := w.tail
 	if co == nil || co.at > at || at-co.at > int64(batchWindow) || len(co.members) >= maxBatch {
-		co = &cohort{at: at, due: due, idx: -1}
 		if n := len(w.spare); n > 0 {
-			co.members, w.spare = w.spare[n-1], w.spare[:n-1]
+			co, w.spare = w.spare[n-1], w.spare[:n-1]
+			co.at, co.due = at, due
+		} else {
+			co = &cohort{at: at, due: due, idx: -1}
 		}
 		w.h.push(at, co)
 		w.tail = co
@@ -187,6 +189,19 @@ func (w *watchdog) leaveLocked(l *lease) {
 		if w.tail == co {
 			w.tail = nil
 		}
+		w.recycle(co)
+	}
+}
+
+// recycle keeps co, off the heap, not the tail and with no member pointing
+// at it, for a new cohort (pushLocked), with w.mu held: a cohort per lease
+// acquired and released before its first renewal would otherwise be two
+// allocations (the cohort and its members).
+func (w *watchdog) recycle(co *cohort) {
+	if len(w.spare) < maxSpare {
+		clear(co.members)
+		co.members = co.members[:0]
+		w.spare = append(w.spare, co)
 	}
 }
 
@@ -434,10 +449,7 @@ func (w *watchdog) takeDueLocked(due []*lease, nowAt, horizon int64) []*lease {
 			l.co = nil
 		}
 		due = append(due, co.members...)
-		if len(w.spare) < maxSpare {
-			clear(co.members)
-			w.spare = append(w.spare, co.members[:0])
-		}
+		w.recycle(co)
 	}
 	return due
 }
