@@ -13,6 +13,11 @@ import (
 // kept ones stay in the libraries' order, so each is defined before the
 // definitions that call it. Comments do not count as a use.
 //
+// A body may hold one top-level line luaRestMark, after its common path
+// (an uncontended acquisition, say) has returned: the definitions only
+// the rest of the body uses are made there, so that path does not make
+// them.
+//
 // A library is a sequence of top-level items, each an optional comment
 // block, then either `local function name(...)` up to a line `end`, or a
 // one-line `local name = ...`. Anything else in a library panics: a
@@ -23,7 +28,35 @@ func composeLua(body string, libs ...string) string {
 	for _, lib := range libs {
 		items = append(items, splitLuaLib(lib)...)
 	}
-	used := luaIdents(body)
+	head, rest, split := strings.Cut(body, "\n"+luaRestMark+"\n")
+	if split {
+		head += "\n" + luaRestMark + "\n"
+	}
+	early := luaNeeds(items, luaIdents(head))
+	all := luaNeeds(items, luaIdents(body))
+	var b strings.Builder
+	for i, it := range items {
+		if early[i] {
+			b.WriteString(it.text)
+		}
+	}
+	b.WriteString(head)
+	for i, it := range items {
+		if all[i] && !early[i] {
+			b.WriteString(it.text)
+		}
+	}
+	b.WriteString(rest)
+	return b.String()
+}
+
+// luaRestMark is the line of a script body after which the definitions
+// that only the rest of it uses are made (see composeLua).
+const luaRestMark = "-- (the helpers only the rest uses are defined here)"
+
+// luaNeeds reports which items code that names the identifiers used
+// needs: those it names, and those they name, and so on.
+func luaNeeds(items []luaItem, used map[string]bool) []bool {
 	keep := make([]bool, len(items))
 	for grew := true; grew; {
 		grew = false
@@ -36,14 +69,7 @@ func composeLua(body string, libs ...string) string {
 			}
 		}
 	}
-	var b strings.Builder
-	for i, it := range items {
-		if keep[i] {
-			b.WriteString(it.text)
-		}
-	}
-	b.WriteString(body)
-	return b.String()
+	return keep
 }
 
 // A luaItem is one top-level definition of a library, its comments

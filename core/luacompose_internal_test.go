@@ -79,6 +79,28 @@ func TestComposedScriptsDefineWhatTheyCall(t *testing.T) {
 			}
 		}
 	}
+	// The common paths make only these closures (the rest, after the mark).
+	for name, want := range map[string][]string{
+		"classic/acquire": {"set_nx", "FENCE_LEAD_MAX", "hold_counter", "next_fence", "fresh_fence"},
+		"classic/release": {"owns", "counter_above"},
+	} {
+		before, _, ok := strings.Cut(allScripts()[name].src.(string), luaRestMark)
+		if !ok {
+			t.Errorf("%s: no mark", name)
+			continue
+		}
+		var got []string
+		for line := range strings.Lines(before) {
+			if f, ok := strings.CutPrefix(line, "local function "); ok {
+				got = append(got, f[:strings.Index(f, "(")])
+			} else if v, ok := strings.CutPrefix(line, "local "); ok && libNames[strings.Fields(v)[0]] {
+				got = append(got, strings.Fields(v)[0])
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s defines %v before the mark, want %v", name, got, want)
+		}
+	}
 	// The check can fail: a library function a script calls, left out.
 	broken := strings.Replace(releaseScript.src.(string), "local function wait_split(", "local function wait_split_gone(", 1)
 	if !slices.Contains(globalsRead(t, broken), "wait_split") {
@@ -112,6 +134,24 @@ func TestComposeLuaKeepsWhatIsCalled(t *testing.T) {
 	}
 	if got := composeLua("return b(1)\n", lib1); !strings.Contains(got, "-- b\nlocal function b(x)") {
 		t.Errorf("a kept definition lost its comment: %q", got)
+	}
+	// With the mark, what only the rest uses comes after the head.
+	head := "if x then return b(1) end\n"
+	rest := "return d(c())\n"
+	got := composeLua(head+luaRestMark+"\n"+rest, lib1, lib2)
+	before, after, ok := strings.Cut(got, head+luaRestMark+"\n")
+	if !ok || !strings.HasSuffix(after, rest) {
+		t.Fatalf("head, mark and rest not kept in order: %q", got)
+	}
+	var early, late []string
+	for _, it := range splitLuaLib(before) {
+		early = append(early, it.name)
+	}
+	for _, it := range splitLuaLib(strings.TrimSuffix(after, rest)) {
+		late = append(late, it.name)
+	}
+	if !slices.Equal(early, []string{"K", "b"}) || !slices.Equal(late, []string{"c", "d"}) {
+		t.Errorf("defined before the mark %v, after it %v; want [K b], [c d]", early, late)
 	}
 }
 

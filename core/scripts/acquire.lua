@@ -22,6 +22,7 @@ local set, held = set_nx(KEYS[1], ARGV[2], ARGV[3])
 if set then
   return {1, fresh_fence(KEYS[2], ARGV[4])}
 end
+-- (the helpers only the rest uses are defined here)
 if ARGV[5] ~= '1' and owns(held, ARGV[1]) then
   -- Re-entry never shortens the lease its other holders were promised.
   local left = redis.call('PTTL', KEYS[1])

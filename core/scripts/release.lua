@@ -34,6 +34,9 @@
 -- release ends: a late release — its bytes held up in the network, or sent
 -- again by the client after a timeout — leaves it be.
 -- A fenced release reads the lease and its counter in one MGET (one slot).
+-- The common paths (a late release; the token's lease with nobody to
+-- tell) return before the helpers only the rest uses are defined
+-- (composeLua): a closure each, made on every call that reaches them.
 local v, counter
 if ARGV[7] and ARGV[7] ~= '' then
   local r = redis.call('MGET', KEYS[1], KEYS[2])
@@ -41,8 +44,20 @@ if ARGV[7] and ARGV[7] ~= '' then
 else
   v = redis.call('GET', KEYS[1])
 end
-if not owns(v, ARGV[1]) or ARGV[8] == '1' and (v ~= ARGV[1] .. '|'
-    or redis.call('ZSCORE', KEYS[3], ARGV[1] .. '|' .. (ARGV[5] or ''))) then
+-- mine: the token holds the lease, and the call is not a waiter's leave
+-- that must leave it be.
+local mine = owns(v, ARGV[1]) and not (ARGV[8] == '1' and (v ~= ARGV[1] .. '|'
+    or redis.call('ZSCORE', KEYS[3], ARGV[1] .. '|' .. (ARGV[5] or ''))))
+if mine and counter_above(counter, ARGV[7]) then
+  return 0
+end
+local waited = ARGV[6] == '1'
+if mine and ARGV[4] == '' and not waited and redis.call('EXISTS', KEYS[5], KEYS[3], KEYS[6]) == 0 then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+-- (the helpers only the rest uses are defined here)
+if not mine then
   local me = ARGV[1] .. '|' .. (ARGV[5] or '')
   -- A waiter that leaves while first in line behind a grant not yet
   -- claimed ("<token>|") was told it is next: the one behind it is now.
@@ -54,14 +69,6 @@ if not owns(v, ARGV[1]) or ARGV[8] == '1' and (v ~= ARGV[1] .. '|'
     if t2 then pub_to(KEYS[1], c2, 'n:' .. t2 .. '|' .. KEYS[1]) end
   end
   return 0
-end
-if counter_above(counter, ARGV[7]) then
-  return 0
-end
-local waited = ARGV[6] == '1'
-if ARGV[4] == '' and not waited and redis.call('EXISTS', KEYS[5], KEYS[3], KEYS[6]) == 0 then
-  redis.call('DEL', KEYS[1])
-  return 1
 end
 if wait_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3]) then
   return 1
