@@ -17,8 +17,10 @@ import (
 // The assumption: the server's clock never steps back by fenceRetention or
 // more, nor, across a restart or failover, by more than the time it took.
 // A counter set after such a step could stand below fences handed out
-// before it (a step back while a counter lives is harmless: the counter
-// only counts up).
+// before it. A step back while a counter lives is harmless, whatever its
+// size: the counter only counts up, and one that stands ahead of the clock
+// lives until the clock has passed it, and fenceRetention beyond (ahead_ms
+// in lib_fence.lua; TestFencesRiseAcrossLongClockStepBack).
 //
 // A counter outlives the leases of its key, as a fenced release needs it
 // to: an acquisition gives it at least its lease's TTL and a minute

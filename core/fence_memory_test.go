@@ -117,3 +117,67 @@ func TestFencesRiseAcrossReseedAndClockSteps(t *testing.T) {
 	mr.SetTime(now)
 	take("reseeded after data loss")
 }
+
+// TestFencesRiseAcrossLongClockStepBack: a counter the clock stepped back
+// under, by far more than the retention, lives until the clock has passed
+// it again, whoever takes the key meanwhile and however short their TTLs:
+// a counter seeded from the clock after it would start below fences
+// handed out. A mutex's acquisition of a free key (fresh_fence) once cut
+// its life to the retention (an adversarial review found it); a write
+// lock's takes next_fence.
+func TestFencesRiseAcrossLongClockStepBack(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		take func(c *core.Client) (*core.Lock, error)
+	}{
+		{"mutex", func(c *core.Client) (*core.Lock, error) {
+			return c.TryLock(context.Background(), "job", core.WithTTL(10*time.Second))
+		}},
+		{"write lock", func(c *core.Client) (*core.Lock, error) {
+			return c.RWMutex("job").TryLock(context.Background(), core.WithTTL(10*time.Second))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+			mr, rdb := staticMiniredis(t, now)
+			c := mustNew(core.NewRedis(rdb, core.WithAutoRenew(false)))
+			defer c.Close()
+			var last int64
+			take := func(what string) {
+				t.Helper()
+				l, err := tc.take(c)
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				if l.Fence() <= last {
+					t.Fatalf("%s: fence %d after %d", what, l.Fence(), last)
+				}
+				last = l.Fence()
+				if err := l.Release(context.Background()); err != nil {
+					t.Fatalf("%s: release: %v", what, err)
+				}
+			}
+			pass := func(d time.Duration) {
+				mr.FastForward(d)
+				now = now.Add(d)
+				mr.SetTime(now)
+			}
+			take("first")
+			now = now.Add(-6 * fenceRetention) // the clock steps back 30 minutes
+			mr.SetTime(now)
+			take("after the clock stepped back")
+			for i := range 6 { // idle gaps longer than the retention, until the clock has passed the counter
+				pass(fenceRetention + time.Minute)
+				take(fmt.Sprintf("after idle gap %d", i+1))
+			}
+			// Once the clock is past every fence, the counter goes after
+			// the retention again, and a counter seeded from the clock is
+			// above them.
+			pass(fenceRetention + time.Minute)
+			if mr.Exists("latchkey:{job}:fence") {
+				t.Error("the counter outlived the retention once the clock had passed it")
+			}
+			take("seeded from the clock")
+		})
+	}
+}

@@ -81,7 +81,7 @@ func TestComposedScriptsDefineWhatTheyCall(t *testing.T) {
 	}
 	// The common paths make only these closures (the rest, after the mark).
 	for name, want := range map[string][]string{
-		"classic/acquire": {"set_nx", "FENCE_LEAD_MAX", "hold_counter", "next_fence", "fresh_fence"},
+		"classic/acquire": {"set_nx", "FENCE_LEAD_MAX", "hold_counter", "ahead_ms", "next_fence", "fresh_fence"},
 		"classic/release": {"owns", "counter_above"},
 	} {
 		before, _, ok := strings.Cut(allScripts()[name].src.(string), luaRestMark)

@@ -27,33 +27,45 @@ local function hold_counter(key, ms)
   end
 end
 
+-- ahead_ms: how long (ms, as a string) a counter at f, with the clock at
+-- clock (both µs), must live: until the clock has passed f, and retention
+-- (ms) beyond. A counter ahead of the clock is one of fences handed out
+-- faster than it ticks, or of a Redlock proposal, or one the clock stepped
+-- back under: if it expired sooner, a counter seeded from the clock after
+-- it would start below fences already handed out.
+local function ahead_ms(f, clock, retention)
+  return string.format('%.0f', tonumber(retention) + math.max(0, math.ceil((f - clock) / 1000)))
+end
+
 local function next_fence(key, retention, proposed)
   local f = redis.call('INCR', key)
   local t = redis.call('TIME')
-  local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local floor = clock
   if proposed then
-    floor = math.max(floor, math.min(tonumber(proposed), floor + FENCE_LEAD_MAX))
+    floor = math.max(clock, math.min(tonumber(proposed), clock + FENCE_LEAD_MAX))
   end
   if f < floor then
-    redis.call('SET', key, string.format('%.0f', floor), 'PX', retention)
+    redis.call('SET', key, string.format('%.0f', floor), 'PX', ahead_ms(floor, clock, retention))
     return floor
   end
   -- Ahead of the clock (an acquisition in the same microsecond, a Redlock
   -- proposal, a clock that stepped back): the counter keeps the expiry an
-  -- earlier acquisition gave it, unless that is too soon.
-  hold_counter(key, retention)
+  -- earlier acquisition gave it, unless that is too soon for the clock to
+  -- pass it.
+  hold_counter(key, ahead_ms(f, clock, retention))
   return f
 end
 
 -- fresh_fence is next_fence for an acquisition that found its lease key
 -- free (the mutex's SET NX took it): no lease of the key lives, so the
--- counter's expiry is owed to this acquisition alone and may be set to the
--- retention from now, whatever it was. It writes the clock's fence and reads
--- the old counter in one SET ... GET, instead of an INCR and a SET; only
--- when the old counter is not below the clock (an acquisition in the same
--- microsecond, a clock that stepped back) does it write again, one above
--- the old counter. Servers before Redis 6.2 refuse SET ... GET:
--- next_fence then.
+-- counter's expiry is owed to no lease, only to the clock (ahead_ms), and
+-- may be set from now, whatever it was. It writes the clock's fence and
+-- reads the old counter in one SET ... GET, instead of an INCR and a SET;
+-- only when the old counter is not below the clock (an acquisition in the
+-- same microsecond, a clock that stepped back) does it write again, one
+-- above the old counter, to live until the clock has passed it. Servers
+-- before Redis 6.2 refuse SET ... GET: next_fence then.
 local function fresh_fence(key, retention)
   local t = redis.call('TIME')
   local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -64,7 +76,7 @@ local function fresh_fence(key, retention)
   local f = old and tonumber(old)
   if f and f >= floor then
     f = f + 1
-    redis.call('SET', key, string.format('%.0f', f), 'PX', retention)
+    redis.call('SET', key, string.format('%.0f', f), 'PX', ahead_ms(f, floor, retention))
     return f
   end
   return floor
