@@ -2,6 +2,8 @@ package core_test
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,13 +21,33 @@ import (
 // passed it on to R, although it was P1's, not P2's, and P2's own member
 // stayed in W. A leaver now passes on only a grant whose member is out of
 // W (made to it), and always leaves W.
+//
+// P2 may claim the grant to T itself before it gives up (a grant to a
+// token is any of its waiters', and P2's Client attempts again soon after
+// joining, later on a loaded machine): the case under test did not arise,
+// and the scenario runs again on fresh keys, up to 5 times.
 func TestReviewRev2LeaverPassesOnTwinProcessGrant(t *testing.T) {
 	rdb := redistest.StartServer(t).Client(t)
-	bg := context.Background()
-	nm := core.StorageNames("rv2g", "k")
-	lease, w, a := nm[0], nm[2], nm[3]
+	for try := range 5 {
+		if leaverPassesOnTwinProcessGrant(t, rdb, fmt.Sprintf("rv2g%d", try)) {
+			return
+		}
+	}
+	t.Fatal("P2 claimed the grant to its token before giving up in all 5 tries: the case was never tested")
+}
 
-	cs := redisClients(t, rdb, "rv2g", 3)
+// leaverPassesOnTwinProcessGrant runs the scenario under prefix, and
+// reports false if it could not: P2 claimed P1's grant first.
+func leaverPassesOnTwinProcessGrant(t *testing.T, rdb *redis.Client, prefix string) bool {
+	bg := context.Background()
+	nm := core.StorageNames(prefix, "k")
+	lease, w, a := nm[0], nm[2], nm[3]
+	defer func() {
+		rdb.Del(bg, nm...)
+		rdb.Del(bg, a)
+	}()
+
+	cs := redisClients(t, rdb, prefix, 3)
 	holder, rc, p2c := cs[0], cs[1], cs[2]
 
 	h, err := holder.TryLock(bg, "k", core.WithTTL(30*time.Second))
@@ -52,9 +74,11 @@ func TestReviewRev2LeaverPassesOnTwinProcessGrant(t *testing.T) {
 	waitMembers(t, rdb, w, 2)
 	p2ctx, p2cancel := context.WithCancel(bg)
 	p2done := make(chan error, 1)
+	var p2got atomic.Bool // P2 got the key: it claimed the grant to T
 	go func() {
 		l, err := p2c.Lock(p2ctx, "k", core.WithFair(), core.WithToken("T"))
 		if l != nil {
+			p2got.Store(true)
 			l.Release(bg)
 		}
 		p2done <- err
@@ -66,14 +90,28 @@ func TestReviewRev2LeaverPassesOnTwinProcessGrant(t *testing.T) {
 	if err := h.Release(bg); err != nil {
 		t.Fatal(err)
 	}
-	if v := rdb.Get(bg, lease).Val(); v != "T|" {
-		t.Fatalf("after the release the lease is %q, want the grant to P1 \"T|\"", v)
-	}
+	granted := rdb.Get(bg, lease).Val()
 	p2cancel() // P2 gives up before P1 claims
-	t.Logf("P2: %v", <-p2done)
+	p2err := <-p2done
+	if p2got.Load() {
+		t.Logf("%s: P2 claimed the grant to T before it could give up: again", prefix)
+		select { // P2 released what it claimed: the key goes on to R
+		case rl := <-rdone:
+			if rl != nil {
+				rl.Release(bg)
+			}
+		case <-time.After(25 * time.Second):
+			t.Fatal("R got nothing after P2 released the grant it claimed")
+		}
+		return false
+	}
+	if granted != "T|" {
+		t.Fatalf("after the release the lease is %q, want the grant to P1 \"T|\"", granted)
+	}
+	t.Logf("P2: %v", p2err)
 	v := rdb.Get(bg, lease).Val()
 	t.Logf("lease after P2 left: %q; W: %v", v, rdb.ZRange(bg, w, 0, -1).Val())
-	if v != "T|" && v != "T" {
+	if v != "T|" {
 		t.Errorf("P2 (giving up) passed P1's grant on: lease now %q", v)
 	}
 	for _, m := range rdb.ZRange(bg, w, 0, -1).Val() {
@@ -91,7 +129,7 @@ func TestReviewRev2LeaverPassesOnTwinProcessGrant(t *testing.T) {
 	}
 	// S waits behind; R releases: the key goes to P2's stale member ("T|"),
 	// which nobody claims; S waits a claim window for nothing.
-	sc := redisClients(t, rdb, "rv2g", 1)[0]
+	sc := redisClients(t, rdb, prefix, 1)[0]
 	sdone := make(chan time.Time, 1)
 	go func() {
 		l, err := sc.Lock(bg, "k", core.WithFair(), core.WithWaitTimeout(20*time.Second))
@@ -113,8 +151,7 @@ func TestReviewRev2LeaverPassesOnTwinProcessGrant(t *testing.T) {
 	} else {
 		t.Logf("S got the key %v after R's release", took)
 	}
-	rdb.Del(bg, nm...)
-	rdb.Del(bg, a)
+	return true
 }
 
 func waitMembers(t *testing.T, rdb *redis.Client, w string, n int64) {
