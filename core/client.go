@@ -639,7 +639,9 @@ func (c *Client) forget(ctx context.Context, n names, tok string) {
 // (nested lock calls of key re-enter it), and releases the lock when fn
 // returns or panics. If the lease is lost while fn runs, fn's context is
 // cancelled with a cause matching ErrLost (see context.Cause) and Do
-// returns an error matching ErrLost, joined with fn's own error. Otherwise
+// returns an error matching ErrLost, joined with fn's own error; as
+// Lock.Err does, the context's Err finds the lease lost from its deadline
+// on, even when the timer that cancels the context runs late. Otherwise
 // Do returns fn's error, joined with a release failure if there was one.
 func (c *Client) Do(ctx context.Context, key string, fn func(context.Context) error, opts ...LockOption) (err error) {
 	return c.do(ctx, key, 0, fn, opts)
@@ -654,7 +656,8 @@ func (c *Client) do(ctx context.Context, key string, limit int, fn func(context.
 	if err != nil {
 		return err
 	}
-	runCtx, cancel := context.WithCancelCause(h.WithContext(ctx))
+	inner, cancel := context.WithCancelCause(h.WithContext(ctx))
+	runCtx := leaseContext{inner, h.l}
 	stop := h.l.notifyLost(cancel)
 	defer func() {
 		stop()
@@ -673,6 +676,21 @@ func (c *Client) do(ctx context.Context, key string, limit int, fn func(context.
 		err = errjoin.Join(err, relErr)
 	}()
 	return fn(runCtx)
+}
+
+// A leaseContext is the context Do hands its callback, cancelled when the
+// lease is lost. Its Err asks the lease first (lease.lapsed), so that a
+// callback that checks it between writes is told of a passed deadline even
+// while the deadline timer is late; Done waits for the timer.
+type leaseContext struct {
+	context.Context
+	l *lease
+}
+
+func (c leaseContext) Err() error {
+	c.l.mu.Lock()
+	c.l.lapsed()
+	return c.Context.Err()
 }
 
 // Inspect tells an operator who holds key: the mutex's token, metadata,

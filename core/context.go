@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"slices"
+	"time"
 )
 
 // bindKey finds the leases a context carries (Do, Lock.WithContext).
@@ -30,7 +31,9 @@ func (c *Client) reenter(ctx context.Context, key string) *Lock {
 			continue
 		}
 		l.mu.Lock()
-		ok := !l.released && l.lostErr == nil
+		l.lapsed() // a lease past its deadline is not re-entered, its timer run or not
+		l.mu.Lock()
+		ok := !l.released && l.lostErr == nil && time.Now().Before(l.deadline)
 		if ok {
 			l.holds++
 		}
@@ -65,8 +68,7 @@ func FenceFromContext(ctx context.Context) (int64, bool) {
 		return 0, false
 	}
 	b.l.mu.Lock()
-	defer b.l.mu.Unlock()
-	if b.l.released || b.l.lostErr != nil {
+	if b.l.lapsed() || b.l.released {
 		return 0, false
 	}
 	return b.l.fence, true

@@ -27,7 +27,9 @@
 //     tenth of it). A timer of the lease's own (started with its first
 //     renewal, a third of the TTL in) closes Lock.Lost at that deadline — and under Client.Do cancels the callback's context with a
 //     cause matching ErrLost — whatever any I/O, other lease or Close is
-//     doing. The server counted the same time from a later instant, so the
+//     doing. Lock.Err, Lock.Lost and the Err of Do's context also look at
+//     the deadline when called, so a timer the runtime runs late does not
+//     stretch the belief of a holder that asks. The server counted the same time from a later instant, so the
 //     promise holds unless the holder's clock runs slower than the margin
 //     allows, or its process is paused for longer than the margin.
 //   - Leases are renewed every ttl/3 (WithAutoRenew). Renewals never wait on

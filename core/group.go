@@ -228,8 +228,17 @@ func (c *Client) lockAllAtOnce(ctx context.Context, g *Group, sorted []string, s
 func (g *Group) Locks() []*Lock { return slices.Clone(g.locks) }
 
 // Lost is closed when any member is lost; the group then protects nothing
-// (see Lock.Lost), and Release gives back the rest.
-func (g *Group) Lost() <-chan struct{} { return g.lost }
+// (see Lock.Lost), and Release gives back the rest. As Lock.Lost, it
+// finds a member past its deadline lost when called, its timer run or not.
+func (g *Group) Lost() <-chan struct{} {
+	for _, h := range g.locks {
+		h.l.mu.Lock()
+		if h.l.lapsed() {
+			break
+		}
+	}
+	return g.lost
+}
 
 // Release gives back every member, concurrently, even on a cancelled ctx
 // (each bounded, as Lock.Release). Its error joins the members' errors: a

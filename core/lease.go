@@ -171,6 +171,29 @@ func (l *lease) expire() {
 		l.mu.Unlock()
 		return
 	}
+	l.lose(l.expiryCause())
+}
+
+// lapsed is what the holder's own questions (Lock.Err, Lock.Lost, the
+// context Do hands its callback) ask before they answer: a lease whose
+// deadline has passed is lost now, whether or not its timer has fired. A
+// runtime short of CPU runs timers late; a holder that asks is told
+// anyway. It reports whether l is lost, and releases l.mu.
+func (l *lease) lapsed() bool {
+	if l.lostErr != nil {
+		l.mu.Unlock()
+		return true
+	}
+	if l.released || l.deadline.IsZero() || time.Now().Before(l.deadline) {
+		l.mu.Unlock()
+		return false
+	}
+	l.lose(l.expiryCause())
+	return true
+}
+
+// expiryCause is the error of a lease lost at its deadline (l.mu held).
+func (l *lease) expiryCause() error {
 	var cause error
 	switch {
 	case !l.autoRenew:
@@ -180,7 +203,7 @@ func (l *lease) expire() {
 	default:
 		cause = errors.New("no answer to its renewal before it expired")
 	}
-	l.lose(lostError(l.key, cause))
+	return lostError(l.key, cause)
 }
 
 // markLost records the loss of l once and tells everyone who asked.
@@ -197,7 +220,8 @@ func (l *lease) markLost(cause error) {
 // the same critical section that decided it, so no confirmation can slip in
 // between. The holder is told first (Lost closes, Do's context is
 // cancelled); the observer hears of it after, so that no observer can delay
-// the signal.
+// the signal. (When a holder's question found the loss, see lapsed, the
+// observer is called on the holder's goroutine, before the answer.)
 func (l *lease) lose(cause error) {
 	l.lostErr = cause
 	fns := l.onLost

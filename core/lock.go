@@ -42,25 +42,38 @@ func (h *Lock) Fence() int64 { return h.l.fence }
 // the moment the server could let anyone else take the key (less the drift
 // margin; see WithDriftMargin), whatever the network or the server is
 // doing. It is never closed by a normal Release.
+//
+// The channel is closed by a timer, which a runtime starved of CPU may run
+// late; Lost and Err themselves never answer late: called after the
+// deadline, they find the lease lost (and close the channel) at once. A
+// holder that checks between writes should call Lost (or Err) each time,
+// not keep the channel of an earlier call.
 func (h *Lock) Lost() <-chan struct{} {
 	l := h.l
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.lostCh == nil {
 		l.lostCh = make(chan struct{})
 		if l.signaled {
 			close(l.lostCh)
 		}
 	}
-	return l.lostCh
+	ch := l.lostCh
+	l.lapsed()
+	return ch
 }
 
 // Err returns nil while the lease is held or after a normal Release, and an
-// error matching ErrLost, with the reason, once it is lost.
+// error matching ErrLost, with the reason, once it is lost (from its
+// deadline on, as Lost).
 func (h *Lock) Err() error {
-	h.l.mu.Lock()
-	defer h.l.mu.Unlock()
-	return h.l.lostErr
+	l := h.l
+	l.mu.Lock()
+	if !l.lapsed() {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lostErr
 }
 
 // WithContext returns a copy of ctx that carries the lease, so that a
