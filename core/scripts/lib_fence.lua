@@ -9,7 +9,9 @@
 -- step back further than the time such a restart or failover takes; a
 -- counter that lives counts on from where it was, whatever the clock does.
 -- A counter that the clock overtook is set to the fence, with the
--- retention as its expiry, so idle keys cost nothing for long.
+-- retention as its expiry (and, for a Redlock proposal ahead of the clock,
+-- the time until the clock passes it: ahead_ms), so idle keys cost
+-- nothing for long.
 --
 -- Only Redlock passes proposed: a fence in microseconds that its client
 -- sends, the same, to every node (redlock_fence.go). The floor is then the
