@@ -67,9 +67,15 @@ func FenceFromContext(ctx context.Context) (int64, bool) {
 	if b == nil {
 		return 0, false
 	}
-	b.l.mu.Lock()
-	if b.l.lapsed() || b.l.released {
+	l := b.l
+	l.mu.Lock()
+	if l.lapsed() {
 		return 0, false
 	}
-	return b.l.fence, true
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released || l.lostErr != nil {
+		return 0, false
+	}
+	return l.fence, true
 }

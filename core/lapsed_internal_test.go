@@ -143,3 +143,105 @@ func TestLapsedLeaseToldWhenAsked(t *testing.T) {
 		t.Fatalf("the Observer heard of %d losses; want 6", n)
 	}
 }
+
+// FenceFromContext reads the lease under its lock while a Release of the
+// lease runs (go test -race).
+func TestFenceFromContextDuringRelease(t *testing.T) {
+	ctx := context.Background()
+	c := mustNew(NewMemory())
+	defer c.Close()
+	for range 200 {
+		h, err := c.TryLock(ctx, "ffc", WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hctx := h.WithContext(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			FenceFromContext(hctx)
+		}()
+		_ = h.Release(ctx)
+		<-done
+	}
+}
+
+// slowCancel re-enters key with Do under ctx and gives the nested Do's
+// context many children, so that its cancellation (one of the lease's
+// onLost funcs) takes long enough to be caught half done. It returns once
+// the nested callback runs; the func it returns ends it.
+func slowCancel(c *Client, ctx context.Context, key string) (end func()) {
+	ready, done, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		_ = c.Do(ctx, key, func(ctx context.Context) error {
+			cancels := make([]context.CancelFunc, 0, 50000)
+			for range cap(cancels) {
+				_, cancel := context.WithCancel(ctx)
+				cancels = append(cancels, cancel)
+			}
+			close(ready)
+			<-done
+			for _, f := range cancels {
+				f()
+			}
+			return nil
+		})
+	}()
+	<-ready
+	return func() { close(done); <-finished }
+}
+
+// lostNow reports whether l's loss is recorded.
+func (l *lease) lostNow() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lostErr != nil
+}
+
+// Once one caller found the lease lost past its deadline, every signal is
+// given to whoever asks next, though the finder may still be cancelling
+// contexts: Do's context's Err and a Group's Lost as much as Lock.Err (they
+// are given in the critical section that records the loss). Tried on
+// several leases: which onLost func runs first varies.
+func TestLapsedSignalsGivenTogether(t *testing.T) {
+	ctx := context.Background()
+	c := mustNew(NewMemory())
+	defer c.Close()
+	for trial := range 6 {
+		err := c.Do(ctx, "together", func(runCtx context.Context) error {
+			b, _ := runCtx.Value(bindKey{}).(*binding)
+			end := slowCancel(c, runCtx, "together")
+			defer end()
+			lateTimer(b.l)
+			go (&Lock{l: b.l}).Err() // finds the loss, and cancels
+			for !b.l.lostNow() {
+			}
+			if runCtx.Err() == nil {
+				t.Errorf("trial %d: the lease is lost past its deadline, and the Err of Do's context is nil", trial)
+			}
+			return nil
+		}, WithTTL(time.Minute))
+		if !errors.Is(err, ErrLost) {
+			t.Fatalf("Do: %v; want ErrLost", err)
+		}
+
+		g, err := c.TryLockAll(ctx, []string{"together1", "together2"}, WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := g.Locks()[0]
+		end := slowCancel(c, m.WithContext(ctx), m.Key())
+		lateTimer(m.l)
+		go m.Err()
+		for !m.l.lostNow() {
+		}
+		select {
+		case <-g.Lost():
+		default:
+			t.Errorf("trial %d: a member is lost past its deadline, and Group.Lost is open", trial)
+		}
+		end()
+		_ = g.Release(ctx)
+	}
+}

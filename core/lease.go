@@ -218,10 +218,14 @@ func (l *lease) markLost(cause error) {
 
 // lose is markLost with l.mu held (it unlocks it): the loss is recorded in
 // the same critical section that decided it, so no confirmation can slip in
-// between. The holder is told first (Lost closes, Do's context is
-// cancelled); the observer hears of it after, so that no observer can delay
-// the signal. (When a holder's question found the loss, see lapsed, the
-// observer is called on the holder's goroutine, before the answer.)
+// between. Every signal the holder can see is given in that section too —
+// Err's error, Lost's channel, the cancellation of Do's context, a Group's
+// Lost (the onLost funcs) — so whoever finds the lease lost under l.mu
+// (lapsed) finds every one of them given. The observer hears of it after,
+// outside the lock, so that no observer can delay the signal; it is called
+// on the goroutine that found the loss: the deadline timer's, a renewal's,
+// or that of a call that found the deadline passed (see lapsed), before
+// that call returns.
 func (l *lease) lose(cause error) {
 	l.lostErr = cause
 	fns := l.onLost
@@ -233,14 +237,14 @@ func (l *lease) lose(cause error) {
 	if l.lostCh != nil {
 		close(l.lostCh)
 	}
+	for _, f := range fns {
+		f(cause)
+	}
 	obs := l.c.cfg.observer
 	if obs != nil {
 		l.reported = make(chan struct{})
 	}
 	l.mu.Unlock()
-	for _, f := range fns {
-		f(cause)
-	}
 	if obs != nil {
 		obs.LeaseLost(l.observerContext(), l.key, l.kind, l.fence, time.Since(l.start), cause)
 		close(l.reported)
@@ -249,7 +253,8 @@ func (l *lease) lose(cause error) {
 
 // notifyLost calls f when l is lost (at once if it already is). The
 // returned func unregisters f (Do calls it when its callback returns, so
-// nested Do calls on one lease do not pile up).
+// nested Do calls on one lease do not pile up). f runs with l.mu held (see
+// lose): it must not call into l — a context's cancel, a channel's close.
 func (l *lease) notifyLost(f func(error)) (stop func()) {
 	l.mu.Lock()
 	if err := l.lostErr; err != nil {

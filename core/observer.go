@@ -26,7 +26,11 @@ type Observer interface {
 	// closed, Do's context cancelled), so that no observer can delay the
 	// holder's signal, and before the lease's release ends: Release and Do
 	// return, and OpRelease's end is called, only once LeaseLost has
-	// returned. So LeaseLost must not release the lease it reports.
+	// returned. So LeaseLost must not release the lease it reports. It
+	// runs on the goroutine that found the loss: a timer's or a renewal's,
+	// or a caller's whose Lock.Err, Lock.Lost or Do-context Err found the
+	// lease past its deadline (that call returns after LeaseLost) — one
+	// more reason for it to be fast and to take no lock a holder may hold.
 	LeaseLost(ctx context.Context, key string, kind Kind, fence int64, held time.Duration, cause error)
 }
 
