@@ -174,8 +174,9 @@ func (l *lease) expire() {
 	l.lose(l.expiryCause())
 }
 
-// lapsed is what the holder's own questions (Lock.Err, Lock.Lost, the
-// context Do hands its callback) ask before they answer: a lease whose
+// lapsed is what the holder's own questions (Lock.Err, Lock.Lost,
+// Group.Lost, FenceFromContext, a re-entry, the Err of the context Do
+// hands its callback) ask before they answer: a lease whose
 // deadline has passed is lost now, whether or not its timer has fired. A
 // runtime short of CPU runs timers late; a holder that asks is told
 // anyway. It reports whether l is lost, and releases l.mu.
