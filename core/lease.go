@@ -47,12 +47,16 @@ type lease struct {
 	closed    bool        // Close took it away
 	renewing  bool        // a watchdog renewal is out and not yet given up on
 	renewErr  error       // the failure of the renewals since the last success
-	lostErr   error       // non-nil once lost
-	lostCh    chan struct{}
-	signaled  bool                // lostCh is (to be) closed
-	reported  chan struct{}       // closed once the Observer was told of the loss (nil: no loss, or no Observer)
-	onLost    map[int]func(error) // called once when lost (Do's cancel)
-	nextOn    int
+	// retryAlone: the last renewal failed on the server's error reply (not
+	// for want of an answer), so the retry goes in a batch of its own
+	// (watchdog.dispatch).
+	retryAlone bool
+	lostErr    error // non-nil once lost
+	lostCh     chan struct{}
+	signaled   bool                // lostCh is (to be) closed
+	reported   chan struct{}       // closed once the Observer was told of the loss (nil: no loss, or no Observer)
+	onLost     map[int]func(error) // called once when lost (Do's cancel)
+	nextOn     int
 
 	// healMu orders a Redlock heal (re-creating the lease on a node that
 	// lost it) before the release: a heal runs only while the lease is not

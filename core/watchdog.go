@@ -19,8 +19,12 @@ import (
 // mutex leases of a batch that share a server, or a Cluster slot, are
 // renewed by one script call). A renewal
 // that fails, or gets no answer within a third of its lease's remaining
-// time, is given up on and retried alone, so that a lease whose commands
-// hang does not drag the others of its batch down with it. A late answer
+// time, is given up on and retried, in a batch of retries apart from the
+// renewals on schedule, so that leases in trouble do not shorten the
+// attempts of the others (a batch's attempt is bounded by its earliest
+// deadline), nor multiply the calls when a server is overloaded. A lease
+// whose renewal the server refused with an error reply retries alone: the
+// reply does not say which lease of its batch was at fault. A late answer
 // to a renewal given up on still counts if it confirms the lease.
 type watchdog struct {
 	c *Client
@@ -455,14 +459,18 @@ func (w *watchdog) takeDueLocked(due []*lease, nowAt, horizon int64) []*lease {
 }
 
 // dispatch starts the renewals of the leases that came due, without
-// waiting for any: a lease whose last renewal failed goes alone, the
-// others in batches per shard.
+// waiting for any, in batches per shard: those due on schedule together,
+// those retrying after no answer together, apart from the first (their
+// deadlines are nearer: a batch's attempt is bounded by its earliest). A
+// lease whose last renewal the server refused (an error reply, which names
+// no lease of a batch: the lease at fault may be any) goes alone, so that
+// one lease's trouble does not become its batch's.
 func (w *watchdog) dispatch(due []*lease) {
-	var batch []*lease
+	var batch, retries []*lease
 	for _, l := range due {
 		l.mu.Lock()
 		skip := l.released || l.lostErr != nil || l.renewing // a renewal under way reschedules on its own
-		retry := l.renewErr != nil
+		retry, alone := l.renewErr != nil, l.renewErr != nil && l.retryAlone
 		if !skip {
 			l.renewing = true
 			l.armLocked() // the deadline timer, from the first renewal on
@@ -470,22 +478,21 @@ func (w *watchdog) dispatch(due []*lease) {
 		l.mu.Unlock()
 		switch {
 		case skip:
-		case retry:
+		case alone:
 			w.start([]*lease{l})
+		case retry:
+			retries = append(retries, l)
 		default:
 			batch = append(batch, l)
 		}
 	}
-	if len(batch) == 0 {
+	if len(batch) == 0 && len(retries) == 0 {
 		return
 	}
 	sh, ok := w.c.be.(sharder)
 	if !ok || !sh.sharded() {
-		for len(batch) > 0 {
-			n := min(len(batch), maxBatch)
-			w.start(batch[:n:n])
-			batch = batch[n:]
-		}
+		w.startBatches(batch)
+		w.startBatches(retries)
 		return
 	}
 	// Finding a key's shard may need the cluster's slot map: do it off the
@@ -493,24 +500,37 @@ func (w *watchdog) dispatch(due []*lease) {
 	w.calls.Add(1)
 	go func() {
 		defer w.calls.Done()
-		groups := make(map[string][]*lease)
-		var order []string
-		for _, l := range batch {
-			s := sh.shard(w.ctx, l.n.lease)
-			if _, ok := groups[s]; !ok {
-				order = append(order, s)
+		for _, list := range [2][]*lease{batch, retries} {
+			groups := make(map[string][]*lease)
+			var order []string
+			for _, l := range list {
+				s := sh.shard(w.ctx, l.n.lease)
+				if _, ok := groups[s]; !ok {
+					order = append(order, s)
+				}
+				groups[s] = append(groups[s], l)
 			}
-			groups[s] = append(groups[s], l)
-		}
-		for _, s := range order {
-			g := groups[s]
-			for len(g) > 0 {
-				n := min(len(g), maxBatch)
-				w.start(g[:n:n])
-				g = g[n:]
+			for _, s := range order {
+				w.startBatches(groups[s])
 			}
 		}
 	}()
+}
+
+// startBatches starts the renewals of list in batches of at most maxBatch.
+func (w *watchdog) startBatches(list []*lease) {
+	for len(list) > 0 {
+		n := min(len(list), maxBatch)
+		w.start(list[:n:n])
+		list = list[n:]
+	}
+}
+
+// refused reports whether err is the server's error reply (go-redis's
+// redis.Error), rather than no answer: a timeout, a connection lost.
+func refused(err error) bool {
+	var re interface{ RedisError() }
+	return errors.As(err, &re)
 }
 
 // start runs one batch of renewals in a goroutine.
@@ -528,7 +548,7 @@ var errNoAnswer = fmt.Errorf("no answer to its renewal in time: %w", context.Dea
 
 // renew sends one batch and hands each lease its outcome. It gives up
 // waiting after a third of the time the batch's earliest deadline leaves
-// (the leases then retry alone), but keeps listening for a late answer.
+// (the leases then retry), but keeps listening for a late answer.
 func (w *watchdog) renew(batch []*lease) {
 	sent := time.Now()
 	reqs := make([]extendReq, len(batch))
@@ -627,6 +647,7 @@ func (c *Client) renewed(ctx context.Context, l *lease, sent time.Time, r *exten
 		if l.renewErr == nil || !errors.Is(r.err, context.DeadlineExceeded) && !errors.Is(r.err, errNoAnswer) {
 			l.renewErr = r.err
 		}
+		l.retryAlone = refused(r.err)
 		due = time.Now().Add(retryDelay(l.ttl))
 		if !due.Before(l.deadline) { // the deadline timer reports it
 			l.mu.Unlock()
