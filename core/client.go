@@ -641,8 +641,12 @@ func (c *Client) forget(ctx context.Context, n names, tok string) {
 // cancelled with a cause matching ErrLost (see context.Cause) and Do
 // returns an error matching ErrLost, joined with fn's own error; as
 // Lock.Err does, the context's Err finds the lease lost from its deadline
-// on, even when the timer that cancels the context runs late. Otherwise
-// Do returns fn's error, joined with a release failure if there was one.
+// on, even when the timer that cancels the context runs late, and so it
+// does for the leases of the Do calls this one runs in. A context fn
+// derives from it (context.WithTimeout, say), and its Done channel, learn
+// of the loss when the timer runs: check the context Do hands fn, or
+// Lock.Err, between writes. Otherwise Do returns fn's error, joined with
+// a release failure if there was one.
 func (c *Client) Do(ctx context.Context, key string, fn func(context.Context) error, opts ...LockOption) (err error) {
 	return c.do(ctx, key, 0, fn, opts)
 }
@@ -679,17 +683,25 @@ func (c *Client) do(ctx context.Context, key string, limit int, fn func(context.
 }
 
 // A leaseContext is the context Do hands its callback, cancelled when the
-// lease is lost. Its Err asks the lease first (lease.lapsed), so that a
-// callback that checks it between writes is told of a passed deadline even
-// while the deadline timer is late; Done waits for the timer.
+// lease is lost. Its Err asks the leases the context carries first
+// (lease.lapsed): its own, and those of the Do calls it is nested in, whose
+// loss cancels it too. So a callback that checks it between writes is told
+// of a passed deadline even while the deadline timer is late; Done waits
+// for the timer.
 type leaseContext struct {
 	context.Context
 	l *lease
 }
 
 func (c leaseContext) Err() error {
-	c.l.mu.Lock()
-	c.l.lapsed()
+	b, _ := c.Context.Value(bindKey{}).(*binding)
+	if b == nil { // not bound by Do (never so): its own lease
+		b = &binding{l: c.l}
+	}
+	for ; b != nil; b = b.next {
+		b.l.mu.Lock()
+		b.l.lapsed()
+	}
 	return c.Context.Err()
 }
 

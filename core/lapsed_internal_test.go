@@ -245,3 +245,131 @@ func TestLapsedSignalsGivenTogether(t *testing.T) {
 		_ = g.Release(ctx)
 	}
 }
+
+// A goroutine that Lost's channel wakes finds Do's context done and the
+// Group's Lost closed: the channel closes after the onLost funcs ran, not
+// before (found by a review of b4dcdae).
+func TestLostClosesAfterTheOtherSignals(t *testing.T) {
+	ctx := context.Background()
+	c := mustNew(NewMemory())
+	defer c.Close()
+	for trial := range 10 {
+		err := c.Do(ctx, "after", func(runCtx context.Context) error {
+			b, _ := runCtx.Value(bindKey{}).(*binding)
+			h := &Lock{l: b.l}
+			lost := h.Lost() // the channel, got before the loss
+			end := slowCancel(c, runCtx, "after")
+			defer end()
+			lateTimer(b.l)
+			go h.Err() // finds the loss, and cancels
+			<-lost
+			select {
+			case <-runCtx.Done():
+			default:
+				t.Errorf("trial %d: Lock.Lost closed, and Do's context's Done still open", trial)
+			}
+			return nil
+		}, WithTTL(time.Minute))
+		if !errors.Is(err, ErrLost) {
+			t.Fatalf("Do: %v; want ErrLost", err)
+		}
+
+		g, err := c.TryLockAll(ctx, []string{"after1", "after2"}, WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := g.Locks()[0]
+		lost := m.Lost()
+		end := slowCancel(c, m.WithContext(ctx), m.Key())
+		lateTimer(m.l)
+		go m.Err()
+		<-lost
+		select {
+		case <-g.Lost():
+		default:
+			t.Errorf("trial %d: a member's Lost closed, and Group.Lost open", trial)
+		}
+		end()
+		_ = g.Release(ctx)
+	}
+}
+
+// The Err of a nested Do's context finds the outer Do's lease past its
+// deadline too, though its timer has not run: the outer loss cancels the
+// nested context (found by a review of b4dcdae).
+func TestLapsedOuterLeaseToldInNestedDo(t *testing.T) {
+	ctx := context.Background()
+	c := mustNew(NewMemory())
+	defer c.Close()
+	err := c.Do(ctx, "outer", func(octx context.Context) error {
+		outer := octx.Value(bindKey{}).(*binding).l
+		err := c.Do(octx, "inner", func(ictx context.Context) error {
+			lateTimer(outer)
+			if ictx.Err() == nil {
+				t.Error("the outer lease is past its deadline, and the nested Do's context's Err is nil")
+			}
+			if !errors.Is(context.Cause(ictx), ErrLost) {
+				t.Errorf("nested Do's context's cause %v; want ErrLost", context.Cause(ictx))
+			}
+			return nil
+		}, WithTTL(time.Minute))
+		if err != nil {
+			t.Errorf("inner Do: %v", err)
+		}
+		return nil
+	}, WithTTL(time.Minute))
+	if !errors.Is(err, ErrLost) {
+		t.Fatalf("outer Do: %v; want ErrLost", err)
+	}
+}
+
+// blockingObserver's LeaseLost waits until release is closed.
+type blockingObserver struct {
+	lostCounter
+	release chan struct{}
+}
+
+func (o *blockingObserver) LeaseLost(ctx context.Context, key string, kind Kind, fence int64, held time.Duration, cause error) {
+	<-o.release
+	o.lostCounter.LeaseLost(ctx, key, kind, fence, held, cause)
+}
+
+// A holder's question that finds the lease past its deadline answers
+// without waiting for the Observer, which hears of the loss on a goroutine
+// of its own: the question may be asked on the library's own goroutines
+// (a coalescer's leader asks its callers' contexts' Err), which must not
+// run the Observer. The release still ends after LeaseLost returns.
+func TestLapsedObserverOffTheAskersGoroutine(t *testing.T) {
+	ctx := context.Background()
+	obs := &blockingObserver{release: make(chan struct{})}
+	c := mustNew(NewMemory(WithObserver(obs)))
+	defer c.Close()
+	h, err := c.TryLock(ctx, "asked", WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lateTimer(h.l)
+	answered := make(chan error, 1)
+	go func() { answered <- h.Err() }()
+	select {
+	case err := <-answered:
+		if !errors.Is(err, ErrLost) {
+			t.Fatalf("Err: %v; want ErrLost", err)
+		}
+	case <-time.After(10 * time.Second):
+		close(obs.release)
+		t.Fatal("Err waited for the Observer's LeaseLost")
+	}
+	released := make(chan struct{})
+	go func() { _ = h.Release(ctx); close(released) }()
+	select {
+	case <-released:
+		t.Fatal("Release returned before LeaseLost did")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(obs.release)
+	<-released
+	if n := obs.n.Load(); n != 1 {
+		t.Fatalf("the Observer heard of %d losses; want 1", n)
+	}
+}

@@ -193,7 +193,7 @@ func (l *lease) lapsed() bool {
 		l.mu.Unlock()
 		return false
 	}
-	l.lose(l.expiryCause())
+	l.loseAs(l.expiryCause(), true)
 	return true
 }
 
@@ -224,36 +224,51 @@ func (l *lease) markLost(cause error) {
 // lose is markLost with l.mu held (it unlocks it): the loss is recorded in
 // the same critical section that decided it, so no confirmation can slip in
 // between. Every signal the holder can see is given in that section too —
-// Err's error, Lost's channel, the cancellation of Do's context, a Group's
-// Lost (the onLost funcs) — so whoever finds the lease lost under l.mu
-// (lapsed) finds every one of them given. The observer hears of it after,
-// outside the lock, so that no observer can delay the signal; it is called
-// on the goroutine that found the loss: the deadline timer's, a renewal's,
-// or that of a call that found the deadline passed (see lapsed), before
-// that call returns.
-func (l *lease) lose(cause error) {
+// Err's error, the cancellation of Do's context and a Group's Lost (the
+// onLost funcs), then Lost's channel — so whoever finds the lease lost
+// under l.mu (lapsed) finds every one of them given, and a goroutine that
+// Lost's channel wakes finds Do's context done and the Group's Lost
+// closed. The observer hears of it after, outside the lock, so that no
+// observer can delay the signal: on the goroutine that found the loss (the
+// deadline timer's, a renewal's).
+func (l *lease) lose(cause error) { l.loseAs(cause, false) }
+
+// loseAs is lose; found: a holder's question found the loss (lapsed), on
+// whatever goroutine asked — the library's own among them (a coalescer's
+// leader asks its callers' contexts): the observer is then called on a
+// goroutine of its own, so that it neither runs inside the library's
+// locks nor holds up the caller.
+func (l *lease) loseAs(cause error, found bool) {
 	l.lostErr = cause
 	fns := l.onLost
 	l.onLost = nil
 	if l.timer != nil {
 		l.timer.Stop()
 	}
+	for _, f := range fns {
+		f(cause)
+	}
 	l.signaled = true
 	if l.lostCh != nil {
 		close(l.lostCh)
-	}
-	for _, f := range fns {
-		f(cause)
 	}
 	obs := l.c.cfg.observer
 	if obs != nil {
 		l.reported = make(chan struct{})
 	}
 	l.mu.Unlock()
-	if obs != nil {
+	if obs == nil {
+		return
+	}
+	report := func() {
 		obs.LeaseLost(l.observerContext(), l.key, l.kind, l.fence, time.Since(l.start), cause)
 		close(l.reported)
 	}
+	if found {
+		go report()
+		return
+	}
+	report()
 }
 
 // notifyLost calls f when l is lost (at once if it already is). The

@@ -27,10 +27,11 @@ type Observer interface {
 	// holder's signal, and before the lease's release ends: Release and Do
 	// return, and OpRelease's end is called, only once LeaseLost has
 	// returned. So LeaseLost must not release the lease it reports. It
-	// runs on the goroutine that found the loss: a timer's or a renewal's,
-	// or a caller's whose Lock.Err, Lock.Lost or Do-context Err found the
-	// lease past its deadline (that call returns after LeaseLost) — one
-	// more reason for it to be fast and to take no lock a holder may hold.
+	// runs on the goroutine that found the loss, a timer's or a
+	// renewal's, or — when a holder's question (Lock.Err, Lock.Lost, the
+	// Err of Do's context, …) found the lease past its deadline first — on
+	// a goroutine of its own. It should be fast and take no lock a holder
+	// may hold.
 	LeaseLost(ctx context.Context, key string, kind Kind, fence int64, held time.Duration, cause error)
 }
 
