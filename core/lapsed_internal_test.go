@@ -373,3 +373,34 @@ func TestLapsedObserverOffTheAskersGoroutine(t *testing.T) {
 		t.Fatalf("the Observer heard of %d losses; want 1", n)
 	}
 }
+
+// slowObserver's LeaseLost takes a while, then records that it ended.
+type slowObserver struct {
+	lostCounter
+	finished atomic.Bool
+}
+
+func (o *slowObserver) LeaseLost(context.Context, string, Kind, int64, time.Duration, error) {
+	time.Sleep(100 * time.Millisecond)
+	o.finished.Store(true)
+}
+
+// Close returns only once the Observer has heard of a loss a holder's
+// question found, on a goroutine of its own (found by a review of
+// 9e0565e).
+func TestCloseWaitsForLeaseLostFoundByAQuestion(t *testing.T) {
+	obs := &slowObserver{}
+	c := mustNew(NewMemory(WithObserver(obs)))
+	h, err := c.TryLock(context.Background(), "close-obs", WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lateTimer(h.l)
+	if err := h.Err(); !errors.Is(err, ErrLost) {
+		t.Fatalf("Err: %v; want ErrLost", err)
+	}
+	c.Close()
+	if !obs.finished.Load() {
+		t.Fatal("Close returned while Observer.LeaseLost was still running")
+	}
+}

@@ -237,7 +237,8 @@ func (l *lease) lose(cause error) { l.loseAs(cause, false) }
 // whatever goroutine asked — the library's own among them (a coalescer's
 // leader asks its callers' contexts): the observer is then called on a
 // goroutine of its own, so that it neither runs inside the library's
-// locks nor holds up the caller.
+// locks nor holds up the caller (one Close waits for; once Close has
+// begun, on the caller's).
 func (l *lease) loseAs(cause error, found bool) {
 	l.lostErr = cause
 	fns := l.onLost
@@ -264,8 +265,7 @@ func (l *lease) loseAs(cause error, found bool) {
 		obs.LeaseLost(l.observerContext(), l.key, l.kind, l.fence, time.Since(l.start), cause)
 		close(l.reported)
 	}
-	if found {
-		go report()
+	if found && l.c.wd.goCounted(report) { // Close waits for it
 		return
 	}
 	report()

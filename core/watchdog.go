@@ -1,9 +1,12 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -527,10 +530,26 @@ func (w *watchdog) startBatches(list []*lease) {
 }
 
 // refused reports whether err is the server's error reply (go-redis's
-// redis.Error), rather than no answer: a timeout, a connection lost.
+// redis.Error) about what a call asked, rather than no answer (a timeout,
+// a connection lost) or a reply about the server's own state (loading,
+// busy with a script, out of memory, read-only, a cluster or replica
+// down, out of connections): no lease is at fault then, and batches hold
+// the calls down on a server in trouble.
 func refused(err error) bool {
-	var re interface{ RedisError() }
-	return errors.As(err, &re)
+	var re interface {
+		error
+		RedisError()
+	}
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	code, _, _ := strings.Cut(msg, " ")
+	switch code {
+	case "LOADING", "BUSY", "OOM", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "MISCONF":
+		return false
+	}
+	return !strings.HasPrefix(msg, "ERR max number of clients")
 }
 
 // start runs one batch of renewals in a goroutine.
@@ -547,21 +566,23 @@ func (w *watchdog) start(batch []*lease) {
 var errNoAnswer = fmt.Errorf("no answer to its renewal in time: %w", context.DeadlineExceeded)
 
 // renew sends one batch and hands each lease its outcome. It gives up
-// waiting after a third of the time the batch's earliest deadline leaves
-// (the leases then retry), but keeps listening for a late answer.
+// waiting for a lease's renewal after a third of the time the lease's
+// deadline leaves (the lease then retries), each lease at its own time —
+// the leases of a batch of retries may have very different times left —
+// but keeps listening for a late answer until the longest of them.
 func (w *watchdog) renew(batch []*lease) {
 	sent := time.Now()
 	reqs := make([]extendReq, len(batch))
-	var earliest time.Time
+	attempts := make([]time.Duration, len(batch))
+	var longest time.Duration
 	for i, l := range batch {
 		l.mu.Lock()
 		if l.boxed[0] == nil {
 			l.boxed = [2]any{l.n.lease, l.token}
 		}
 		reqs[i] = extendReq{n: &l.n, token: l.token, boxed: &l.boxed, ttl: l.ttl, keep: l.keepCounter(sent, l.ttl)}
-		if earliest.IsZero() || l.deadline.Before(earliest) {
-			earliest = l.deadline
-		}
+		attempts[i] = max(l.deadline.Sub(sent)/3, time.Millisecond)
+		longest = max(longest, attempts[i])
 		l.mu.Unlock()
 	}
 	var ends []func(OpResult)
@@ -571,8 +592,7 @@ func (w *watchdog) renew(batch []*lease) {
 			_, ends[i] = obs.OpStart(l.observerContext(), OpRenew, l.key, l.kind)
 		}
 	}
-	attempt := max(earliest.Sub(sent)/3, time.Millisecond)
-	ctx, cancel := context.WithTimeout(w.ctx, attempt)
+	ctx, cancel := context.WithTimeout(w.ctx, longest)
 	defer cancel()
 	done := make(chan struct{})
 	w.calls.Add(1)
@@ -581,20 +601,7 @@ func (w *watchdog) renew(batch []*lease) {
 		w.c.be.extend(ctx, reqs)
 		close(done)
 	}()
-	// The Redis client may not honour ctx's deadline (ContextTimeoutEnabled
-	// off): then the call is given up on here, a little after it.
-	giveUp := time.NewTimer(attempt + attempt/10 + time.Millisecond)
-	defer giveUp.Stop()
-	current := true
-	select {
-	case <-done:
-	case <-giveUp.C:
-		current = false
-		for _, l := range batch {
-			w.c.renewed(ctx, l, sent, &extendReq{err: errNoAnswer}, true)
-		}
-		<-done
-	}
+	given := w.giveUp(ctx, batch, attempts, sent, done)
 	for i, l := range batch {
 		r := &reqs[i]
 		if ends != nil {
@@ -604,8 +611,45 @@ func (w *watchdog) renew(batch []*lease) {
 			}
 			ends[i](OpResult{Err: err, Fence: l.fence})
 		}
-		w.c.renewed(ctx, l, sent, r, current)
+		w.c.renewed(ctx, l, sent, r, given == nil || !given[i])
 	}
+}
+
+// giveUp waits for done, and gives up on the renewal of each lease of
+// batch whose attempt (sent plus attempts[i], and a little more: the Redis
+// client may not honour ctx's deadline, ContextTimeoutEnabled off) ends
+// first: the lease then retries, and the answer, when it comes, only
+// confirms. It returns which leases it gave up on (nil: none).
+func (w *watchdog) giveUp(ctx context.Context, batch []*lease, attempts []time.Duration, sent time.Time, done <-chan struct{}) (given []bool) {
+	end := func(i int) time.Time { return sent.Add(attempts[i] + attempts[i]/10 + time.Millisecond) }
+	order := make([]int, len(batch))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(attempts[a], attempts[b]) })
+	timer := time.NewTimer(time.Until(end(order[0])))
+	defer timer.Stop()
+	for k := 0; k < len(order); {
+		select {
+		case <-done:
+			return given
+		case <-timer.C:
+		}
+		now := time.Now()
+		for ; k < len(order) && !end(order[k]).After(now); k++ {
+			if given == nil {
+				given = make([]bool, len(batch))
+			}
+			i := order[k]
+			given[i] = true
+			w.c.renewed(ctx, batch[i], sent, &extendReq{err: errNoAnswer}, true)
+		}
+		if k < len(order) {
+			timer.Reset(time.Until(end(order[k])))
+		}
+	}
+	<-done
+	return given
 }
 
 // renewed applies the outcome of a renewal sent at sent. A confirmation
