@@ -37,8 +37,9 @@
 //     (the leases of a batch on one server, or one Cluster slot, renewed by
 //     one script call),
 //     and a renewal that fails or gets no answer within a third of its
-//     lease's remaining time is retried (in a batch of such retries; alone
-//     when the server refused it with an error reply). No renewal, Extend or
+//     lease's remaining time is retried (in a batch of such retries, each
+//     given up on in its own time; alone when the server refused it with
+//     an error reply about the call). No renewal, Extend or
 //     re-entry ever shortens a lease: an expiry only moves forward. A lease
 //     that renewal finds gone, or that reaches its deadline, is lost.
 //   - Waiting is push, not poll: the release script publishes on the key's

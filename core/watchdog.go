@@ -24,10 +24,11 @@ import (
 // that fails, or gets no answer within a third of its lease's remaining
 // time, is given up on and retried, in a batch of retries apart from the
 // renewals on schedule, so that leases in trouble do not shorten the
-// attempts of the others (a batch's attempt is bounded by its earliest
-// deadline), nor multiply the calls when a server is overloaded. A lease
-// whose renewal the server refused with an error reply retries alone: the
-// reply does not say which lease of its batch was at fault. A late answer
+// attempts of the others, nor multiply the calls when a server is
+// overloaded; each lease of a batch is given up on in its own time (see
+// renew). A lease whose renewal the server refused with an error reply
+// about the call retries alone: the reply does not say which lease of its
+// batch was at fault (see refused). A late answer
 // to a renewal given up on still counts if it confirms the lease.
 type watchdog struct {
 	c *Client
@@ -464,10 +465,10 @@ func (w *watchdog) takeDueLocked(due []*lease, nowAt, horizon int64) []*lease {
 // dispatch starts the renewals of the leases that came due, without
 // waiting for any, in batches per shard: those due on schedule together,
 // those retrying after no answer together, apart from the first (their
-// deadlines are nearer: a batch's attempt is bounded by its earliest). A
-// lease whose last renewal the server refused (an error reply, which names
-// no lease of a batch: the lease at fault may be any) goes alone, so that
-// one lease's trouble does not become its batch's.
+// calls are likelier to run late). A lease whose last renewal the server
+// refused (an error reply, which names no lease of a batch: the lease at
+// fault may be any) goes alone, so that one lease's trouble does not
+// become its batch's.
 func (w *watchdog) dispatch(due []*lease) {
 	var batch, retries []*lease
 	for _, l := range due {
