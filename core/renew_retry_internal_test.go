@@ -228,6 +228,7 @@ func TestRefusedClassifiesReplies(t *testing.T) {
 		{errorReply("READONLY You can't write against a read only replica."), false},
 		{errorReply("CLUSTERDOWN The cluster is down"), false},
 		{errorReply("ERR max number of clients reached"), false},
+		{errorReply("NOAUTH Authentication required."), false},
 		{context.DeadlineExceeded, false},
 		{errNoAnswer, false},
 		{errors.New("dial tcp: connection refused"), false},

@@ -534,8 +534,8 @@ func (w *watchdog) startBatches(list []*lease) {
 // redis.Error) about what a call asked, rather than no answer (a timeout,
 // a connection lost) or a reply about the server's own state (loading,
 // busy with a script, out of memory, read-only, a cluster or replica
-// down, out of connections): no lease is at fault then, and batches hold
-// the calls down on a server in trouble.
+// down, out of connections, not authenticated): no lease is at fault then,
+// and batches hold the calls down on a server in trouble.
 func refused(err error) bool {
 	var re interface {
 		error
@@ -547,7 +547,8 @@ func refused(err error) bool {
 	msg := re.Error()
 	code, _, _ := strings.Cut(msg, " ")
 	switch code {
-	case "LOADING", "BUSY", "OOM", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "MISCONF":
+	case "LOADING", "BUSY", "OOM", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS", "MISCONF",
+		"NOAUTH", "WRONGPASS": // the connection's, as much as the server's
 		return false
 	}
 	return !strings.HasPrefix(msg, "ERR max number of clients")
