@@ -621,33 +621,45 @@ func (w *watchdog) renew(batch []*lease) {
 // batch whose attempt (sent plus attempts[i], and a little more: the Redis
 // client may not honour ctx's deadline, ContextTimeoutEnabled off) ends
 // first: the lease then retries, and the answer, when it comes, only
-// confirms. It returns which leases it gave up on (nil: none).
+// confirms. It returns which leases it gave up on (nil: none). The leases
+// are put in order of their attempts only if the shortest ends first,
+// which a batch answered in time never pays for.
 func (w *watchdog) giveUp(ctx context.Context, batch []*lease, attempts []time.Duration, sent time.Time, done <-chan struct{}) (given []bool) {
 	end := func(i int) time.Time { return sent.Add(attempts[i] + attempts[i]/10 + time.Millisecond) }
+	first := 0
+	for i, a := range attempts {
+		if a < attempts[first] {
+			first = i
+		}
+	}
+	timer := time.NewTimer(time.Until(end(first)))
+	defer timer.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-timer.C:
+	}
 	order := make([]int, len(batch))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(attempts[a], attempts[b]) })
-	timer := time.NewTimer(time.Until(end(order[0])))
-	defer timer.Stop()
-	for k := 0; k < len(order); {
-		select {
-		case <-done:
-			return given
-		case <-timer.C:
-		}
+	given = make([]bool, len(batch))
+	for k := 0; ; {
 		now := time.Now()
 		for ; k < len(order) && !end(order[k]).After(now); k++ {
-			if given == nil {
-				given = make([]bool, len(batch))
-			}
 			i := order[k]
 			given[i] = true
 			w.c.renewed(ctx, batch[i], sent, &extendReq{err: errNoAnswer}, true)
 		}
-		if k < len(order) {
-			timer.Reset(time.Until(end(order[k])))
+		if k == len(order) {
+			break
+		}
+		timer.Reset(time.Until(end(order[k])))
+		select {
+		case <-done:
+			return given
+		case <-timer.C:
 		}
 	}
 	<-done
