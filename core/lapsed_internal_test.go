@@ -205,17 +205,48 @@ func (l *lease) lostNow() bool {
 // are given in the critical section that records the loss). Tried on
 // several leases: which onLost func runs first varies.
 func TestLapsedSignalsGivenTogether(t *testing.T) {
+	lossTrials(t, "together", 6, func(h *Lock) (wait func()) {
+		return func() {
+			for !h.l.lostNow() {
+			}
+		}
+	})
+}
+
+// A goroutine that Lost's channel wakes finds Do's context done and the
+// Group's Lost closed: the channel closes after the onLost funcs ran, not
+// before (found by a review of b4dcdae).
+func TestLostClosesAfterTheOtherSignals(t *testing.T) {
+	lossTrials(t, "after", 10, func(h *Lock) (wait func()) {
+		lost := h.Lost() // the channel, got before the loss
+		return func() { <-lost }
+	})
+}
+
+// lossTrials has another goroutine's Lock.Err find a lease lost past its
+// deadline while Do's context has many children to cancel (slowCancel), on
+// the lease of a Do and on a member of a Group, trials times each. Once
+// the wait that heard returns (heard is called before the loss) ends, Do's
+// context must be done and the Group's Lost closed.
+func lossTrials(t *testing.T, key string, trials int, heard func(h *Lock) (wait func())) {
 	ctx := context.Background()
 	c := mustNew(NewMemory())
 	defer c.Close()
-	for trial := range 6 {
-		err := c.Do(ctx, "together", func(runCtx context.Context) error {
-			b, _ := runCtx.Value(bindKey{}).(*binding)
-			end := slowCancel(c, runCtx, "together")
+	for trial := range trials {
+		err := c.Do(ctx, key, func(runCtx context.Context) error {
+			h := &Lock{l: runCtx.Value(bindKey{}).(*binding).l}
+			wait := heard(h)
+			end := slowCancel(c, runCtx, key)
 			defer end()
-			lateTimer(b.l)
-			go (&Lock{l: b.l}).Err() // finds the loss, and cancels
-			for !b.l.lostNow() {
+			lateTimer(h.l)
+			go h.Err() // finds the loss, and cancels
+			wait()
+			// Done first: Err takes the lease's lock, and would wait for
+			// the finder to finish.
+			select {
+			case <-runCtx.Done():
+			default:
+				t.Errorf("trial %d: the lease is lost past its deadline, and Do's context's Done is open", trial)
 			}
 			if runCtx.Err() == nil {
 				t.Errorf("trial %d: the lease is lost past its deadline, and the Err of Do's context is nil", trial)
@@ -226,68 +257,20 @@ func TestLapsedSignalsGivenTogether(t *testing.T) {
 			t.Fatalf("Do: %v; want ErrLost", err)
 		}
 
-		g, err := c.TryLockAll(ctx, []string{"together1", "together2"}, WithTTL(time.Minute))
+		g, err := c.TryLockAll(ctx, []string{key + "1", key + "2"}, WithTTL(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := g.Locks()[0]
+		wait := heard(m)
 		end := slowCancel(c, m.WithContext(ctx), m.Key())
 		lateTimer(m.l)
 		go m.Err()
-		for !m.l.lostNow() {
-		}
+		wait()
 		select {
 		case <-g.Lost():
 		default:
 			t.Errorf("trial %d: a member is lost past its deadline, and Group.Lost is open", trial)
-		}
-		end()
-		_ = g.Release(ctx)
-	}
-}
-
-// A goroutine that Lost's channel wakes finds Do's context done and the
-// Group's Lost closed: the channel closes after the onLost funcs ran, not
-// before (found by a review of b4dcdae).
-func TestLostClosesAfterTheOtherSignals(t *testing.T) {
-	ctx := context.Background()
-	c := mustNew(NewMemory())
-	defer c.Close()
-	for trial := range 10 {
-		err := c.Do(ctx, "after", func(runCtx context.Context) error {
-			b, _ := runCtx.Value(bindKey{}).(*binding)
-			h := &Lock{l: b.l}
-			lost := h.Lost() // the channel, got before the loss
-			end := slowCancel(c, runCtx, "after")
-			defer end()
-			lateTimer(b.l)
-			go h.Err() // finds the loss, and cancels
-			<-lost
-			select {
-			case <-runCtx.Done():
-			default:
-				t.Errorf("trial %d: Lock.Lost closed, and Do's context's Done still open", trial)
-			}
-			return nil
-		}, WithTTL(time.Minute))
-		if !errors.Is(err, ErrLost) {
-			t.Fatalf("Do: %v; want ErrLost", err)
-		}
-
-		g, err := c.TryLockAll(ctx, []string{"after1", "after2"}, WithTTL(time.Minute))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := g.Locks()[0]
-		lost := m.Lost()
-		end := slowCancel(c, m.WithContext(ctx), m.Key())
-		lateTimer(m.l)
-		go m.Err()
-		<-lost
-		select {
-		case <-g.Lost():
-		default:
-			t.Errorf("trial %d: a member's Lost closed, and Group.Lost open", trial)
 		}
 		end()
 		_ = g.Release(ctx)
