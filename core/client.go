@@ -275,8 +275,11 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 	}()
 	start := time.Now()
 	w := c.nt.join(ctx, n.lease, tok)
+	var offer *handOffer // while it may be handed the key (handOver)
 	defer func() {
-		c.nt.leave(w, acquired)
+		if o := c.nt.leave(w, acquired); offer != nil && (o.h != nil || o.err != nil) {
+			c.dropHanded(ctx, offer, o) // a hand-over that came as it left
+		}
 		if acquired && n.limit == rwRead {
 			// One release wakes one waiter per Client; readers share, so
 			// the one that got in wakes the next.
@@ -320,9 +323,21 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 			timer.Reset(d)
 			due := time.Now().Add(d)
 			woken, hinted := false, false
+			if offer = c.handOfferFor(ctx, key, n, tok, s, queued); offer != nil {
+				c.nt.offer(w, offer)
+			}
 		sleep:
 			for {
 				select {
+				case o := <-w.handed:
+					// A release of this Client handed it the key, or
+					// released it the usual way: it attempts then.
+					if h, err := c.takeHanded(offer, o); h != nil || err != nil {
+						acquired = h != nil
+						return h, err
+					}
+					woken = true
+					break sleep
 				case <-w.wake:
 					woken = true
 					break sleep
@@ -356,6 +371,20 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 				select {
 				case <-timer.C:
 				default:
+				}
+			}
+			if offer != nil {
+				// No hand-over from here on: one under way ends first.
+				o, took, err := c.nt.withdraw(ctx, w)
+				if err != nil {
+					return fail(err)
+				}
+				if took {
+					if h, err := c.takeHanded(offer, o); h != nil || err != nil {
+						acquired = h != nil
+						return h, err
+					}
+					woken = true
 				}
 			}
 			if !woken && !hinted && queued && n.limit == 0 {

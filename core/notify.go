@@ -88,6 +88,37 @@ type waiter struct {
 	wake    chan struct{} // capacity 1: a pending wake-up
 	next    chan struct{} // capacity 1: the waiter is next in line (a grant went to the one ahead)
 	watch   bool          // an observer: woken by every message, never handed a release
+
+	// A hand-over (Client.handOver), under the notifier's mu: offer is
+	// set while the waiter sleeps between attempts and may be handed the
+	// lease; reserved while a release of this Client is handing it over,
+	// whose outcome then comes on handed (capacity 1), always; gone once
+	// the waiter left while reserved: the releaser gives back a lease it
+	// handed.
+	offer    *handOffer
+	reserved bool
+	gone     bool
+	handed   chan handOutcome
+}
+
+// handOffer is what a release needs to hand a waiter the key: the
+// waiter's acquisition (its ctx, the Observer's, and settings) and the
+// lease's value (its token, with its metadata).
+type handOffer struct {
+	ctx   context.Context
+	key   string
+	n     names
+	token string
+	value string
+	s     settings
+}
+
+// handOutcome is a hand-over's result for its waiter: the lock it was
+// handed; or err, when the call failed and the waiter's token may hold
+// the key; or neither, when the release did not hand the key over.
+type handOutcome struct {
+	h   *Lock
+	err error
 }
 
 // confirmWait bounds how long a new waiter waits for its subscription to be
@@ -103,7 +134,79 @@ func newNotifier(sub subscriber, linger time.Duration) *notifier {
 // acquisition after join: a release may have happened before the
 // subscription took effect.
 func (n *notifier) join(ctx context.Context, channel, token string) *waiter {
-	return n.add(ctx, &waiter{channel: channel, token: token, wake: make(chan struct{}, 1), next: make(chan struct{}, 1)})
+	return n.add(ctx, &waiter{channel: channel, token: token, wake: make(chan struct{}, 1), next: make(chan struct{}, 1), handed: make(chan handOutcome, 1)})
+}
+
+// offer lets w be handed the lease of its channel from now on (it sleeps
+// until its next attempt, which withdraws the offer).
+func (n *notifier) offer(w *waiter, o *handOffer) {
+	n.mu.Lock()
+	w.offer = o
+	n.mu.Unlock()
+}
+
+// withdraw ends w's offer before it attempts, and returns the outcome of
+// a hand-over to w (took true) if one came or is under way: it waits for
+// the latter. If ctx ends first, w is gone (the releaser gives back what
+// it hands w), and withdraw returns ctx's cause.
+func (n *notifier) withdraw(ctx context.Context, w *waiter) (o handOutcome, took bool, err error) {
+	n.mu.Lock()
+	w.offer = nil
+	reserved := w.reserved
+	n.mu.Unlock()
+	if !reserved {
+		select {
+		case o := <-w.handed: // settled before the offer was withdrawn
+			return o, true, nil
+		default:
+			return handOutcome{}, false, nil
+		}
+	}
+	select {
+	case o := <-w.handed:
+		return o, true, nil
+	case <-ctx.Done():
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if w.reserved {
+		w.gone = true
+		return handOutcome{}, false, context.Cause(ctx)
+	}
+	return <-w.handed, true, nil // settled meanwhile
+}
+
+// reserve picks the longest-waiting waiter of channel that offers to be
+// handed the lease, and reserves it: its offer and true. Every
+// reservation is settled (settle).
+func (n *notifier) reserve(channel string) (*waiter, handOffer, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if cs := n.chans[channel]; cs != nil {
+		for _, w := range cs.waiters {
+			if !w.watch && w.offer != nil && !w.reserved && !w.gone && w.handed != nil {
+				w.reserved = true
+				return w, *w.offer, true
+			}
+		}
+	}
+	return nil, handOffer{}, false
+}
+
+// settle ends w's reservation with o. It reports false if w has gone:
+// what o hands w is then the releaser's to give back.
+func (n *notifier) settle(w *waiter, o handOutcome) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w.reserved = false
+	if w.gone {
+		return false
+	}
+	// Capacity 1: the waiter offers itself again only once it has taken
+	// this outcome (withdraw, or its sleep), so no second one comes first.
+	w.offer = nil
+	w.handed <- o
+	return true
 }
 
 // watch registers an observer of channel: its wake channel gets a signal
@@ -159,10 +262,21 @@ func (n *notifier) add(ctx context.Context, w *waiter) *waiter {
 }
 
 // leave unregisters w. A waiter that did not acquire passes a pending
-// wake-up on to the next waiter.
-func (n *notifier) leave(w *waiter, acquired bool) {
+// wake-up on to the next waiter. It returns a hand-over's outcome that
+// came and was not taken (a lease handed to w, which its caller gives
+// back); one still under way is the releaser's to give back.
+func (n *notifier) leave(w *waiter, acquired bool) (untaken handOutcome) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	w.offer = nil
+	if w.reserved {
+		w.gone = true
+	} else if w.handed != nil {
+		select {
+		case untaken = <-w.handed:
+		default:
+		}
+	}
 	cs := n.chans[w.channel]
 	if cs == nil {
 		return
@@ -183,6 +297,7 @@ func (n *notifier) leave(w *waiter, acquired bool) {
 			delete(n.chans, w.channel)
 		}
 	}
+	return untaken
 }
 
 // wakeNext wakes one more waiter on channel (a reader that got in: the

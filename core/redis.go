@@ -779,6 +779,63 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 	return v == 1, err
 }
 
+// canHandOver reports whether a release of n's lease may hand the key to a
+// waiter of this Client (handOver): a mutex, and no replica acknowledgement
+// (a hand-over is an acquisition the waiter's WAIT would have to confirm).
+func (b *redisBackend) canHandOver(n names) bool {
+	return n.limit == 0 && b.ackN == 0
+}
+
+// handOver is releaseFenced, except that when nobody queues for the key in
+// W (or release 0.2.0's Q), the lease is not deleted but made the lease of
+// a waiter of this Client, of value and ttl, with a fence of its own
+// (release.lua's hand-over). It returns the waiter's fence when it did;
+// else, as releaseFenced, whether the token's lease was released.
+func (b *redisBackend) handOver(ctx context.Context, n names, token string, fence int64, value string, ttl time.Duration) (handed int64, released bool, err error) {
+	var kb [6]string
+	keys := append(kb[:0], n.lease, n.fence, n.queue, n.dues, n.mark, n.oldQ)
+	waited := noArg
+	if n.waited {
+		waited = yesArg
+	}
+	fenceArg := noArg
+	if fence != 0 {
+		fenceArg = fence
+	}
+	args := []any{token, claimArg, retentionArg, noArg, b.grantsArg, waited, fenceArg, noArg, value, b.ttlArg(ttl), retentionFor(ttl)}
+	cmd := b.pubs.release.run(ctx, b.hot, keys, args...)
+	if unsent(cmd.Err()) { // as releaseNonce: it goes out all the same
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		cmd = b.pubs.release.run(lctx, b.rdb, keys, args...)
+		cancel()
+	}
+	b.unqueued(n, token)
+	v, err := cmd.Result()
+	if err != nil {
+		return 0, false, err
+	}
+	switch r := v.(type) {
+	case int64:
+		return 0, r == 1, nil
+	case []any:
+		if len(r) == 2 {
+			if code, ok := r[0].(int64); ok && code == 2 {
+				if f, ok := r[1].(int64); ok && f > 0 {
+					return f, true, nil
+				}
+			}
+		}
+	}
+	return 0, false, fmt.Errorf("core: unexpected hand-over reply %v", v)
+}
+
+// A handOverer is a backend whose release can hand a mutex's key to a
+// waiter of the same Client in the same call (see Client.handOver).
+type handOverer interface {
+	canHandOver(n names) bool
+	handOver(ctx context.Context, n names, token string, fence int64, value string, ttl time.Duration) (handed int64, released bool, err error)
+}
+
 // leave takes a waiter of a caller's token (WithToken) that gives up out of
 // n's queue, passing on a grant to the token not claimed yet; unlike a
 // release, it leaves a lease, hold or permit of the token be: another

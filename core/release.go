@@ -140,8 +140,14 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 		defer cancel()
 	}
 	// Only the acquisition it ends, or one of its twins here (see
-	// deleteLease).
-	ok, err := c.deleteLease(ctx, l, fence)
+	// deleteLease); to a waiter of this Client if one offers (handOver).
+	var tried, ok bool
+	if len(twins) == 0 {
+		tried, ok, err = c.handOver(ctx, l, fence)
+	}
+	if !tried {
+		ok, err = c.deleteLease(ctx, l, fence)
+	}
 	c.wd.released(leaseID{l.n.lease, l.token})
 	if err != nil {
 		return fmt.Errorf("%w: release %q: %w", ErrUnavailable, l.key, err)

@@ -27,7 +27,19 @@
 -- claimed the grant — unless it is a grant not claimed yet ("<token>|")
 -- made to this waiter (its member is out of W: a grant takes it out),
 -- which is passed on
--- Returns 1 released, 0 not held.
+-- ARGV[9] a hand-over: the lease value of a waiter of the releasing Client
+-- (its fresh token, or token|metadata), or '' (none); ARGV[10] its TTL ms,
+-- ARGV[11] its fence counter retention ms
+-- Returns 1 released, 0 not held, {2, fence} handed over.
+--
+-- A hand-over: when nobody queues in W or Q, the lease is not deleted but
+-- given to the waiter ARGV[9] names, as its own acquisition of the free key
+-- would take it (the value, the TTL, a fresh fence), in the same script: no
+-- moment between the two leases lets anyone else in, and the waiter needs
+-- no call of its own. Waiters of other Clients that marked the key are not
+-- told (the key was never free): as newcomers that barge, the waiter goes
+-- before them, until they starve and queue in W, which this script serves
+-- first.
 --
 -- With a fence, a lease of the token whose counter is above it was taken
 -- (or re-entered, which takes a new fence) after the acquisition this
@@ -52,7 +64,8 @@ if mine and counter_above(counter, ARGV[7]) then
   return 0
 end
 local waited = ARGV[6] == '1'
-if mine and ARGV[4] == '' and not waited and redis.call('EXISTS', KEYS[5], KEYS[3], KEYS[6]) == 0 then
+local hand = ARGV[9] and ARGV[9] ~= '' and ARGV[4] == ''
+if mine and ARGV[4] == '' and not waited and not hand and redis.call('EXISTS', KEYS[5], KEYS[3], KEYS[6]) == 0 then
   redis.call('DEL', KEYS[1])
   return 1
 end
@@ -69,6 +82,10 @@ if not mine then
     if t2 then pub_to(KEYS[1], c2, 'n:' .. t2 .. '|' .. KEYS[1]) end
   end
   return 0
+end
+if hand and redis.call('EXISTS', KEYS[3], KEYS[6]) == 0 then
+  redis.call('SET', KEYS[1], ARGV[9], 'PX', ARGV[10])
+  return {2, fresh_fence(KEYS[2], ARGV[11])}
 end
 if wait_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3]) then
   return 1

@@ -1,0 +1,290 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// handHook counts the scripts a Client runs, and can hold a release that
+// hands the key over (its call names 11 arguments) until open is closed,
+// or fail it after it ran (an answer lost on the way back).
+type handHook struct {
+	scripts  atomic.Int64
+	handOver atomic.Int64
+	hold     chan struct{} // if not nil: a hand-over waits for it
+	held     chan struct{} // closed when a hand-over is held
+	failLate atomic.Bool
+	once     sync.Once
+}
+
+func (h *handHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func isHandOver(cmd redis.Cmder) bool {
+	a := cmd.Args()
+	return (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(a) == 3+6+11
+}
+
+func (h *handHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" || cmd.Name() == "eval" {
+			h.scripts.Add(1)
+		}
+		if isHandOver(cmd) {
+			h.handOver.Add(1)
+			if h.hold != nil {
+				h.once.Do(func() { close(h.held) })
+				<-h.hold
+			}
+			err := next(ctx, cmd)
+			if h.failLate.Load() && err == nil {
+				cmd.SetErr(errors.New("test: the answer was lost"))
+				return cmd.Err()
+			}
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *handHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if c.Name() == "evalsha" || c.Name() == "eval" {
+				h.scripts.Add(1)
+			}
+			if isHandOver(c) {
+				h.handOver.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func handClient(t *testing.T, h *handHook) (*Client, *miniredis.Miniredis) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb.AddHook(h)
+	c := mustNew(NewRedis(rdb, WithKeyPrefix("ho")))
+	t.Cleanup(func() { _ = c.Close(); _ = rdb.Close() })
+	// The scripts loaded (EVALSHA, not NOSCRIPT and EVAL, from here on).
+	ctx := context.Background()
+	for range 2 {
+		l, err := c.Lock(ctx, "warm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, mr
+}
+
+// offering waits until a waiter of c on key offers to be handed the key.
+func offering(t *testing.T, c *Client, key string) *waiter {
+	t.Helper()
+	ch := c.kindNames(key, 0).lease
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		c.nt.mu.Lock()
+		if cs := c.nt.chans[ch]; cs != nil {
+			for _, w := range cs.waiters {
+				if w.offer != nil {
+					c.nt.mu.Unlock()
+					return w
+				}
+			}
+		}
+		c.nt.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("no waiter offers to be handed the key")
+	return nil
+}
+
+type lockResult struct {
+	h   *Lock
+	err error
+}
+
+func lockAsync(ctx context.Context, c *Client, key string, opts ...LockOption) <-chan lockResult {
+	ch := make(chan lockResult, 1)
+	go func() {
+		h, err := c.Lock(ctx, key, opts...)
+		ch <- lockResult{h, err}
+	}()
+	return ch
+}
+
+// A release hands the key to the Client's waiter in its own call: the
+// waiter makes no attempt, holds the lease under its own token, with a
+// fence above the releaser's, and a lease the server keeps for the
+// waiter's TTL.
+func TestHandOverGivesTheKeyToAWaiter(t *testing.T) {
+	h := &handHook{}
+	c, mr := handClient(t, h)
+	ctx := context.Background()
+	a, err := c.Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lockAsync(ctx, c, "k", WithTTL(7*time.Second), WithMetadata("b"))
+	offering(t, c, "k")
+	before := h.scripts.Load()
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.h.Release(ctx)
+	if n := h.scripts.Load() - before; n != 1 {
+		t.Errorf("%d scripts from the release to the waiter's lock, want 1 (the release)", n)
+	}
+	if h.handOver.Load() != 1 {
+		t.Errorf("%d hand-overs, want 1", h.handOver.Load())
+	}
+	if r.h.Fence() <= a.Fence() {
+		t.Errorf("waiter's fence %d not above the releaser's %d", r.h.Fence(), a.Fence())
+	}
+	v, _ := mr.Get("ho:{k}")
+	if v != r.h.Token()+"|b" {
+		t.Errorf("lease value %q, want the waiter's %q", v, r.h.Token()+"|b")
+	}
+	if ttl := mr.TTL("ho:{k}"); ttl != 7*time.Second {
+		t.Errorf("lease TTL %v, want the waiter's 7s", ttl)
+	}
+	if err := r.h.Err(); err != nil {
+		t.Errorf("handed lock: %v", err)
+	}
+	if err := r.h.Release(ctx); err != nil {
+		t.Errorf("release of the handed lock: %v", err)
+	}
+	if mr.Exists("ho:{k}") {
+		t.Error("the handed lease outlived its release")
+	}
+}
+
+// A waiter that gives up while a release is handing it the key is gone:
+// the releaser gives back the lease it made for it, and the key is free
+// again, not held until the waiter's TTL.
+func TestHandOverToAWaiterThatLeft(t *testing.T) {
+	h := &handHook{hold: make(chan struct{}), held: make(chan struct{})}
+	c, mr := handClient(t, h)
+	ctx := context.Background()
+	a, err := c.Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	got := lockAsync(wctx, c, "k", WithTTL(time.Minute))
+	offering(t, c, "k")
+	released := make(chan error, 1)
+	go func() { released <- a.Release(ctx) }()
+	<-h.held // the hand-over is under way, its waiter reserved
+	cancel()
+	r := <-got
+	if r.err == nil || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("waiter that gave up: %v, %v", r.h, r.err)
+	}
+	close(h.hold)
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for mr.Exists("ho:{k}") {
+		if time.Now().After(deadline) {
+			v, _ := mr.Get("ho:{k}")
+			t.Fatalf("the lease handed to a waiter that left is still there: %q", v)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := c.TryLock(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A hand-over whose answer is lost may have made the waiter's lease: the
+// waiter fails with ErrUnavailable, and its token's lease is given back.
+func TestHandOverAnswerLost(t *testing.T) {
+	h := &handHook{}
+	h.failLate.Store(true)
+	c, mr := handClient(t, h)
+	ctx := context.Background()
+	a, err := c.Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lockAsync(ctx, c, "k", WithTTL(time.Minute))
+	offering(t, c, "k")
+	if err := a.Release(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("release whose answer was lost: %v", err)
+	}
+	r := <-got
+	if !errors.Is(r.err, ErrUnavailable) {
+		t.Fatalf("waiter of a hand-over whose answer was lost: %v, %v", r.h, r.err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for mr.Exists("ho:{k}") {
+		if time.Now().After(deadline) {
+			t.Fatal("the lease the lost hand-over made is still there")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// While waiters queue in W (another Client's starving or fair waiter), a
+// release grants the key to the first of them: it is not handed to a
+// waiter of the releasing Client, even one that came first.
+func TestHandOverYieldsToTheQueue(t *testing.T) {
+	h := &handHook{}
+	c, mr := handClient(t, h)
+	rdb2 := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb2.Close()
+	c2 := mustNew(NewRedis(rdb2, WithKeyPrefix("ho")))
+	defer c2.Close()
+	ctx := context.Background()
+	a, err := c.Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := lockAsync(ctx, c, "k")
+	offering(t, c, "k")
+	fair := lockAsync(ctx, c2, "k", WithFair())
+	deadline := time.Now().Add(5 * time.Second)
+	for !mr.Exists("ho:{k}:w") {
+		if time.Now().After(deadline) {
+			t.Fatal("the fair waiter did not queue")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-fair
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	select {
+	case l := <-local:
+		t.Fatalf("the Client's own waiter got the key before the queue's: %v", l.err)
+	default:
+	}
+	if err := r.h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-local
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	_ = l.h.Release(ctx)
+}
