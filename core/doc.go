@@ -71,6 +71,21 @@
 //     drains (not on Redlock, which has no queue: there a Client's Lock
 //     callers of a key take turns, one asking the nodes at a time, in
 //     arrival order).
+//   - A release hands the key over to a waiter of its own Client (Redis,
+//     a mutex, no replica acknowledgement): when that Client has a Lock or
+//     Do caller of the key asleep between attempts, in the default mode
+//     and with a token of its own, and nobody queues for the key, the
+//     release script makes the lease that waiter's — its value, its TTL, a
+//     fence of its own above the releaser's — instead of deleting it. The
+//     key is never free between the two holders, the waiter makes no call
+//     and is told in-process (its lease reckoned from when the release was
+//     sent), and the longest-waiting such caller goes first. Waiters of
+//     other Clients are not woken: the key passes on as it would to a
+//     newcomer that barges in, until they have waited 50 ms and queue
+//     (above), which the release then serves first. A waiter that gives up
+//     while a release is handing it the key has the lease given back by
+//     the releaser; if the release's answer is lost, the waiter fails with
+//     ErrUnavailable and its token's lease, if any, is given back.
 //   - With WithShardedNotify, notifications use sharded pub/sub (SPUBLISH,
 //     SSUBSCRIBE; Redis 7 and later): on a Cluster each stays on the master
 //     of its key's slot instead of crossing the cluster bus to every

@@ -288,3 +288,81 @@ func TestHandOverYieldsToTheQueue(t *testing.T) {
 	}
 	_ = l.h.Release(ctx)
 }
+
+// Goroutines of two Clients contend for a few keys, giving up at random
+// (some while a release is handing them the key): no two believe they hold
+// a key at once, each key's fences strictly rise in the order the key was
+// taken, hand-overs happen, and every key is free at the end.
+func TestHandOverStress(t *testing.T) {
+	h := &handHook{}
+	c, mr := handClient(t, h)
+	rdb2 := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb2.Close()
+	c2 := mustNew(NewRedis(rdb2, WithKeyPrefix("ho")))
+	defer c2.Close()
+	keys := []string{"s0", "s1"}
+	var mu sync.Mutex
+	inside := map[string]int{}
+	last := map[string]int64{}
+	var bad, took atomic.Int64
+	deadline := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		cl := c
+		if g%4 == 3 {
+			cl = c2
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; time.Now().Before(deadline); i++ {
+				key := keys[(g+i)%len(keys)]
+				wait := 200 * time.Millisecond
+				if (g+i)%4 == 0 { // some give up soon, a hand-over to them under way or not
+					wait = time.Duration(1+i%5) * time.Millisecond
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), wait)
+				l, err := cl.Lock(ctx, key, WithTTL(2*time.Second))
+				cancel()
+				if err != nil {
+					continue
+				}
+				took.Add(1)
+				mu.Lock()
+				inside[key]++
+				if inside[key] > 1 {
+					bad.Add(1)
+					t.Errorf("%s held twice at once", key)
+				}
+				if l.Fence() <= last[key] {
+					bad.Add(1)
+					t.Errorf("%s: fence %d after %d", key, l.Fence(), last[key])
+				}
+				last[key] = l.Fence()
+				mu.Unlock()
+				time.Sleep(time.Duration(1+i%3) * 500 * time.Microsecond)
+				mu.Lock()
+				inside[key]--
+				mu.Unlock()
+				if err := l.Release(context.Background()); err != nil {
+					t.Errorf("release: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if h.handOver.Load() == 0 {
+		t.Error("no hand-over happened")
+	}
+	t.Logf("%d acquisitions, %d hand-overs", took.Load(), h.handOver.Load())
+	for _, k := range keys {
+		end := time.Now().Add(5 * time.Second)
+		for mr.Exists("ho:{" + k + "}") {
+			if time.Now().After(end) {
+				v, _ := mr.Get("ho:{" + k + "}")
+				t.Fatalf("%s still held at the end: %q", k, v)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
