@@ -203,7 +203,13 @@ func (c *Client) acquire(ctx context.Context, key string, limit int, opts []Lock
 	if p != nil && p.held != nil {
 		holderTTL, sibling = p.held.heldFor()
 	}
+	var hr hearing
 	if !sibling {
+		if _, redis := c.be.(*redisBackend); redis && wait && limit == 0 {
+			// Its release scripts publish every release after an
+			// attempt that found the key held and marked it.
+			hr = c.nt.hearing(n.lease)
+		}
 		st.attempts = 1
 		h, holderTTL, err = c.attempt(ctx, key, n, tok, &s, wait)
 		if h != nil || err != nil {
@@ -227,7 +233,7 @@ func (c *Client) acquire(ctx context.Context, key string, limit int, opts []Lock
 	if sibling {
 		held = p.held
 	}
-	h, err = c.wait(ctx, key, n, tok, &s, holderTTL, held, &st)
+	h, err = c.wait(ctx, key, n, tok, &s, holderTTL, held, hr, &st)
 	st.wait = time.Since(start)
 	return h, err
 }
@@ -260,7 +266,7 @@ type acquireStats struct {
 // held, if not nil, is a lease of this Client on the key when it made no
 // attempt yet: it first waits for that lease's release, unless the lease
 // ended before the subscription was in place.
-func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *settings, holderTTL time.Duration, held *lease, st *acquireStats) (*Lock, error) {
+func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *settings, holderTTL time.Duration, held *lease, hr hearing, st *acquireStats) (*Lock, error) {
 	fail := func(cause error) (*Lock, error) {
 		return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, key, cause)
 	}
@@ -301,6 +307,13 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 			// A release from here on wakes it: if the lease still
 			// lives, there is nothing to try for until then.
 			holderTTL, sleepFirst = held.heldFor()
+		} else if retries == 0 && held == nil && !queued && c.nt.quietSince(n.lease, hr) {
+			// Its first attempt found the key held (and marked it), made
+			// while notifications were heard, and none came since: a
+			// release after that attempt wakes a waiter of this Client,
+			// or hands it the key; there is nothing to try for until
+			// then.
+			sleepFirst = true
 		}
 		if retries > 0 || s.named || sleepFirst {
 			d := fallbackDelay(holderTTL, queued)
@@ -331,10 +344,16 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 				select {
 				case o := <-w.handed:
 					// A release of this Client handed it the key, or
-					// released it the usual way: it attempts then.
-					if h, err := c.takeHanded(offer, o); h != nil || err != nil {
-						acquired = h != nil
-						return h, err
+					// released it the usual way, or failed: it attempts
+					// then.
+					h, retoken := c.takeHanded(offer, o)
+					if h != nil {
+						acquired = true
+						return h, nil
+					}
+					if retoken {
+						tok = rand.Text()
+						c.nt.retoken(w, tok)
 					}
 					woken = true
 					break sleep
@@ -380,9 +399,14 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 					return fail(err)
 				}
 				if took {
-					if h, err := c.takeHanded(offer, o); h != nil || err != nil {
-						acquired = h != nil
-						return h, err
+					h, retoken := c.takeHanded(offer, o)
+					if h != nil {
+						acquired = true
+						return h, nil
+					}
+					if retoken {
+						tok = rand.Text()
+						c.nt.retoken(w, tok)
 					}
 					woken = true
 				}

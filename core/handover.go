@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -26,8 +25,10 @@ import (
 // before the script set its TTL, as an acquisition's is from its send; its
 // fence is above the releaser's (fresh_fence, after the releaser's lease).
 // A call that fails leaves the waiter's token perhaps holding the key: the
-// waiter gives up with the error, and its token, never used again, is
-// released unfenced, as after a failed acquisition (Client.forget).
+// token, never used again, is released unfenced, as after a failed
+// acquisition (Client.forget), and the waiter goes on waiting with a new
+// one (the releaser's own lease, if the call never ran, lives until its
+// TTL, as after any failed release).
 
 // handOfferFor returns the offer a waiter of an acquisition of key (ctx,
 // n, token tok, settings s) makes, or nil when it may not be handed the
@@ -55,90 +56,96 @@ func (c *Client) handOfferFor(ctx context.Context, key string, n names, tok stri
 // outcome, as deleteLease's.
 //
 // The releaser makes the waiter's lock (registers its lease with the
-// watchdog) before the waiter hears of it, under c.attempts as an
-// attempt: Close, which waits for attempts, then finds it and releases
-// it, whichever comes first.
+// watchdog) before the waiter hears of it, under c.attempts as an attempt
+// does: Close, which waits for attempts, then finds it and releases it,
+// whichever comes first. A waiter that left meanwhile (gone) never learns
+// of the lease, nor does the Observer: it is given back quietly.
 func (c *Client) handOver(ctx context.Context, l *lease, fence int64) (tried, ok bool, err error) {
 	ho, can := c.be.(handOverer)
 	if !can || l.kind != KindLock || !ho.canHandOver(l.n) {
 		return false, false, nil
 	}
 	c.attempts.RLock()
+	defer c.attempts.RUnlock()
 	select {
 	case <-c.done:
-		c.attempts.RUnlock()
 		return false, false, nil
 	default:
 	}
 	w, to, found := c.nt.reserve(l.n.lease)
 	if !found {
-		c.attempts.RUnlock()
 		return false, false, nil
 	}
 	sent := time.Now()
 	handed, released, err := ho.handOver(ctx, l.n, l.token, fence, to.value, to.s.ttl)
 	o := handOutcome{err: err}
-	if handed != 0 {
-		o.h = c.makeHanded(&to, handed, sent)
+	switch {
+	case handed == 0:
+	case !c.nt.present(w) || tooLate(to.key, sent, &to.s) != nil:
+		// Gone, or no time left by the Client's reckoning: the waiter
+		// attempts, if it waits yet.
+		c.giveBack(to.ctx, to.n, to.token, handed, nil)
+	default:
+		h, rerr := c.register(to.ctx, to.key, to.n, to.token, handed, &to.s, sent, nil)
+		if rerr == nil { // else closed meanwhile: register gave it back
+			o.h = h
+		}
 	}
-	delivered := c.nt.settle(w, o)
-	c.attempts.RUnlock()
-	if !delivered { // the waiter left meanwhile
-		c.dropHanded(ctx, &to, o)
+	if !c.nt.settle(w, o) { // the waiter left meanwhile
+		c.dropHanded(to.ctx, &to, o)
 	}
 	return true, handed != 0 || released, err
 }
 
-// makeHanded makes the lock of the lease a hand-over (sent at sent) made
-// for offer to, of fence; or nil, the lease given back, when it has no
-// time left by the Client's reckoning or the Client was closed (the
-// waiter then attempts, or finds the Client closed). The caller holds
-// c.attempts.
-func (c *Client) makeHanded(to *handOffer, fence int64, sent time.Time) *Lock {
-	if tooLate(to.key, sent, &to.s) != nil {
-		ctx := context.WithoutCancel(to.ctx)
-		l := &lease{n: to.n, token: to.token}
-		f := func() {
-			ctx, cancel := context.WithTimeout(ctx, releaseTimeout)
-			defer cancel()
-			_, _ = c.deleteLease(ctx, l, fence)
+// giveBack deletes, in the background and bounded, the lease of fence
+// that a hand-over made for token of n (lock l, if it was made, is first
+// taken from the watchdog), telling nobody: no caller ever held it.
+func (c *Client) giveBack(ctx context.Context, n names, token string, fence int64, l *lease) {
+	if l != nil {
+		l.mu.Lock()
+		l.released = true
+		if l.timer != nil {
+			l.timer.Stop()
 		}
-		if !c.wd.goCounted(f) {
-			f()
-		}
-		return nil
+		l.mu.Unlock()
+		c.wd.remove(l)
+	} else {
+		l = &lease{n: n, token: token, fence: fence}
 	}
-	h, err := c.register(to.ctx, to.key, to.n, to.token, fence, &to.s, sent, nil)
-	if err != nil { // closed meanwhile: register gave the lease back
-		return nil
+	ctx = context.WithoutCancel(ctx)
+	f := func() {
+		ctx, cancel := context.WithTimeout(ctx, releaseTimeout)
+		defer cancel()
+		l.waitHeal()
+		_, _ = c.deleteLease(ctx, l, fence)
+		c.wd.released(leaseID{n.lease, token})
 	}
-	return h
+	if !c.wd.goCounted(f) {
+		f()
+	}
 }
 
 // takeHanded returns the lock a hand-over's outcome o hands the waiter of
-// offer to; nil and no error when o hands nothing (the key was released
-// the usual way: the waiter attempts). A failed hand-over fails the wait:
-// the waiter's token may hold the key, and is given up.
-func (c *Client) takeHanded(to *handOffer, o handOutcome) (*Lock, error) {
+// offer to; nil when o hands nothing (the key was released the usual way,
+// or the call failed: the waiter attempts). After a failed call the
+// waiter's token may hold the key: it is given back, and retoken is true:
+// the waiter goes on with a new token.
+func (c *Client) takeHanded(to *handOffer, o handOutcome) (h *Lock, retoken bool) {
 	if o.err != nil {
 		c.dropHanded(to.ctx, to, o)
-		return nil, fmt.Errorf("%w: acquire %q: a release handing the key over failed: %w", ErrUnavailable, to.key, o.err)
+		return nil, true
 	}
-	return o.h, nil
+	return o.h, false
 }
 
 // dropHanded gives back, in the background and bounded, what hand-over
 // outcome o left to the waiter of offer to, which will not take it: its
-// lock; or, when the call failed, whatever the waiter's token holds (a
-// token used no more). The caller does not hold c.attempts.
+// lock, quietly (no caller ever held it); or, when the call failed,
+// whatever the waiter's token holds (a token used no more).
 func (c *Client) dropHanded(ctx context.Context, to *handOffer, o handOutcome) {
 	switch {
 	case o.h != nil:
-		ctx := context.WithoutCancel(ctx)
-		f := func() { _ = c.release(ctx, o.h.l) }
-		if !c.wd.goCounted(f) {
-			f()
-		}
+		c.giveBack(ctx, to.n, to.token, o.h.l.fence, o.h.l)
 	case o.err != nil:
 		c.forget(context.WithoutCancel(ctx), to.n, to.token)
 	}

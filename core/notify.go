@@ -80,6 +80,7 @@ type channelState struct {
 	subscribed bool          // SUBSCRIBE sent
 	ready      chan struct{} // closed once the subscription is confirmed
 	idleSince  time.Time     // when waiters became empty
+	msgs       uint64        // notifications delivered on it (see hearing)
 }
 
 type waiter struct {
@@ -176,6 +177,45 @@ func (n *notifier) withdraw(ctx context.Context, w *waiter) (o handOutcome, took
 	return <-w.handed, true, nil // settled meanwhile
 }
 
+// A hearing is taken before a caller's first attempt at a key: the key's
+// channel, if notifications on it were heard then, and how many had been
+// delivered on it.
+type hearing struct {
+	cs   *channelState
+	msgs uint64
+}
+
+// hearing returns channel's hearing now; the zero hearing if its
+// subscription is not confirmed.
+func (n *notifier) hearing(channel string) hearing {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cs := n.chans[channel]
+	if cs == nil {
+		return hearing{}
+	}
+	select {
+	case <-cs.ready:
+		return hearing{cs: cs, msgs: cs.msgs}
+	default:
+		return hearing{}
+	}
+}
+
+// quietSince reports whether nothing was delivered on channel since h was
+// taken, through the same subscription (h not zero). A waiter that joined
+// after an attempt made with h taken before it, and finds it so, missed no
+// release after that attempt: one delivered before it joined would have
+// been counted, and one delivered since wakes a waiter of its Client.
+func (n *notifier) quietSince(channel string, h hearing) bool {
+	if h.cs == nil {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.chans[channel] == h.cs && h.cs.msgs == h.msgs
+}
+
 // reserve picks the longest-waiting waiter of channel that offers to be
 // handed the lease, and reserves it: its offer and true. Every
 // reservation is settled (settle).
@@ -191,6 +231,21 @@ func (n *notifier) reserve(channel string) (*waiter, handOffer, bool) {
 		}
 	}
 	return nil, handOffer{}, false
+}
+
+// present reports whether w, reserved, waits yet (is not gone).
+func (n *notifier) present(w *waiter) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return !w.gone
+}
+
+// retoken changes the token w is known by (a waiter that gave its old one
+// up).
+func (n *notifier) retoken(w *waiter, token string) {
+	n.mu.Lock()
+	w.token = token
+	n.mu.Unlock()
 }
 
 // settle ends w's reservation with o. It reports false if w has gone:
@@ -353,6 +408,7 @@ func (n *notifier) deliver(channel, payload string) {
 	if cs == nil {
 		return
 	}
+	cs.msgs++
 	for _, w := range cs.waiters {
 		if w.watch {
 			select {

@@ -39,7 +39,7 @@
 -- no call of its own. Waiters of other Clients that marked the key are not
 -- told (the key was never free): as newcomers that barge, the waiter goes
 -- before them, until they starve and queue in W, which this script serves
--- first.
+-- first. Observers of the key (they mark it) are told, on their channel.
 --
 -- With a fence, a lease of the token whose counter is above it was taken
 -- (or re-entered, which takes a new fence) after the acquisition this
@@ -85,7 +85,12 @@ if not mine then
 end
 if hand and redis.call('EXISTS', KEYS[3], KEYS[6]) == 0 then
   redis.call('SET', KEYS[1], ARGV[9], 'PX', ARGV[10])
-  return {2, fresh_fence(KEYS[2], ARGV[11])}
+  local f = fresh_fence(KEYS[2], ARGV[11])
+  if redis.call('EXISTS', KEYS[5]) == 1 then
+    -- Observers (Client.Observe) mark the key too: a new holder.
+    pub(KEYS[1] .. ':o', 'l:')
+  end
+  return {2, f}
 end
 if wait_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3]) then
   return 1
