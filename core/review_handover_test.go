@@ -310,12 +310,19 @@ func TestReviewHandOverUnsentFailureWaiterWaitsOn(t *testing.T) {
 	got := lockAsync(ctx, c, "k", WithWaitTimeout(5*time.Second))
 	offering(t, c, "k")
 	t.Logf("releaser: %v", a.Release(ctx))
+	stop, ticked := make(chan struct{}), make(chan struct{})
 	go func() { // miniredis's clock: let the releaser's lease expire
+		defer close(ticked)
 		for i := 0; i < 100; i++ {
-			time.Sleep(10 * time.Millisecond)
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
 			mr.FastForward(10 * time.Millisecond)
 		}
 	}()
+	defer func() { close(stop); <-ticked }()
 	r := <-got
 	if r.err != nil {
 		t.Errorf("waiter (wait 5s) of a key whose holder's 300ms lease expires: %v", r.err)
