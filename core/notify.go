@@ -29,6 +29,11 @@ type notifier struct {
 	// is set once its subscription is confirmed.
 	grants  string
 	granted atomic.Bool
+	// gen counts interruptions of the subscriptions, and no hearing is
+	// given before deafUntil (see hearing).
+	gen       uint64
+	deafUntil time.Time
+
 	// early holds grants that came before their waiter joined (it joins
 	// after its first attempt queued it), by "<lease channel>|<token>",
 	// with the time they came; join hands them over, sweep drops them
@@ -183,6 +188,7 @@ func (n *notifier) withdraw(ctx context.Context, w *waiter) (o handOutcome, took
 type hearing struct {
 	cs   *channelState
 	msgs uint64
+	gen  uint64 // the notifier's interruptions then
 }
 
 // hearing returns channel's hearing now; the zero hearing if its
@@ -191,29 +197,65 @@ func (n *notifier) hearing(channel string) hearing {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	cs := n.chans[channel]
-	if cs == nil {
+	if cs == nil || (!n.deafUntil.IsZero() && time.Now().Before(n.deafUntil)) {
 		return hearing{}
 	}
 	select {
 	case <-cs.ready:
-		return hearing{cs: cs, msgs: cs.msgs}
+		return hearing{cs: cs, msgs: cs.msgs, gen: n.gen}
 	default:
 		return hearing{}
 	}
 }
 
+// interrupted records that notifications may have gone unheard: a
+// subscription's connection broke, or moved. A hearing taken before no
+// longer says that nothing came, and none is given for interruptGrace
+// (while the client reconnects and subscribes again; every failed try
+// calls this again).
+func (n *notifier) interrupted() {
+	n.mu.Lock()
+	n.gen++
+	n.deafUntil = time.Now().Add(interruptGrace)
+	n.mu.Unlock()
+}
+
+// interruptGrace is how long after an interruption no hearing is given.
+const interruptGrace = time.Second
+
+// dropped records that the server ended channel's subscription without
+// being asked (a sweep's own unsubscribe finds the channel gone, or new):
+// its next waiter subscribes it again, and a hearing taken before no
+// longer says that nothing came.
+func (n *notifier) dropped(channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.gen++
+	if cs := n.chans[channel]; cs != nil && cs.subscribed {
+		cs.subscribed = false
+		select {
+		case <-cs.ready:
+			cs.ready = make(chan struct{})
+		default:
+		}
+	}
+}
+
 // quietSince reports whether nothing was delivered on channel since h was
-// taken, through the same subscription (h not zero). A waiter that joined
-// after an attempt made with h taken before it, and finds it so, missed no
-// release after that attempt: one delivered before it joined would have
-// been counted, and one delivered since wakes a waiter of its Client.
+// taken, through the same subscription, uninterrupted (h not zero). A
+// waiter that joined after an attempt made with h taken before it, and
+// finds it so, missed no release after that attempt: one delivered before
+// it joined would have been counted, and one delivered since wakes a
+// waiter of its Client. (A connection that broke unnoticed, or a server
+// that dropped the subscription by itself, goes unseen here as it does
+// for every waiter: it relies on its timer then.)
 func (n *notifier) quietSince(channel string, h hearing) bool {
 	if h.cs == nil {
 		return false
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.chans[channel] == h.cs && h.cs.msgs == h.msgs
+	return n.chans[channel] == h.cs && h.cs.msgs == h.msgs && n.gen == h.gen
 }
 
 // reserve picks the longest-waiting waiter of channel that offers to be

@@ -1224,6 +1224,7 @@ func (r *redisPubSub) loop(ps *redis.PubSub) {
 			}
 			// The connection broke; go-redis reconnects and resubscribes
 			// on the next receive. Waiters meanwhile rely on their timers.
+			r.nt.interrupted()
 			select {
 			case <-time.After(50 * time.Millisecond):
 			case <-r.ctx.Done():
@@ -1235,8 +1236,11 @@ func (r *redisPubSub) loop(ps *redis.PubSub) {
 		case *redis.Message:
 			r.nt.deliver(m.Channel, m.Payload)
 		case *redis.Subscription:
-			if m.Kind == "subscribe" {
+			switch m.Kind {
+			case "subscribe":
 				r.nt.confirm(m.Channel)
+			case "unsubscribe":
+				r.nt.dropped(m.Channel)
 			}
 		}
 	}

@@ -308,6 +308,7 @@ func (s *shardSubs) drop(sc *shardConn) []string {
 // master that serves it now, after shardMoveWait.
 func (s *shardSubs) move(sc *shardConn) {
 	chans := s.take(sc, true)
+	s.nt.interrupted()
 	select {
 	case <-time.After(shardMoveWait):
 	case <-s.ctx.Done():
