@@ -381,8 +381,16 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 				case <-timer.C:
 					break sleep
 				case <-ctx.Done():
+					if h := c.handedAlready(w, offer); h != nil {
+						acquired = true
+						return h, nil
+					}
 					return fail(context.Cause(ctx))
 				case <-c.done:
+					if h := c.handedAlready(w, offer); h != nil {
+						acquired = true // Close tells it lost, as any lock
+						return h, nil
+					}
 					return nil, ErrClosed
 				}
 			}

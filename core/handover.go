@@ -150,3 +150,25 @@ func (c *Client) dropHanded(ctx context.Context, to *handOffer, o handOutcome) {
 		c.forget(context.WithoutCancel(ctx), to.n, to.token)
 	}
 }
+
+// handedAlready returns the lock a hand-over handed w (of offer to), if
+// its outcome came: a waiter whose wait ends at that moment takes it (the
+// lock was made; giving it back could race Close's report of it to the
+// Observer). Else nil; an outcome of a failed call gives the token's lease
+// back, and one that comes later is given back by leave's caller.
+func (c *Client) handedAlready(w *waiter, to *handOffer) *Lock {
+	if to == nil {
+		return nil
+	}
+	select {
+	case o := <-w.handed:
+		if o.h != nil {
+			return o.h
+		}
+		if o.err != nil {
+			c.dropHanded(to.ctx, to, o)
+		}
+	default:
+	}
+	return nil
+}
