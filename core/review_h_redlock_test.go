@@ -99,6 +99,18 @@ func TestReviewHRedlockHealedNodesOutliveRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// TryLock returns once a majority answered: the third node's write may
+	// land later, after the DEL below (seen once on a loaded machine).
+	for i, d := range direct {
+		for end := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			if n, _ := d.Exists(bg, names[0]).Result(); n == 1 {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("node %d never got the lease", i)
+			}
+		}
+	}
 	for _, i := range []int{2, 1} {
 		// Node i loses the lease (a partition outlasting its TTL there,
 		// simulated by DEL); a rival's attempt wins that node alone
