@@ -82,10 +82,12 @@
 //     sent), and the longest-waiting such caller goes first. Waiters of
 //     other Clients are not woken: the key passes on as it would to a
 //     newcomer that barges in, until they have waited 50 ms and queue
-//     (above), which the release then serves first. A waiter that gives up
-//     while a release is handing it the key has the lease given back by
-//     the releaser; if the release's answer is lost, the waiter fails with
-//     ErrUnavailable and its token's lease, if any, is given back.
+//     (above), which the release then serves first; observers (Observe)
+//     are told. A waiter that gives up while a release is handing it the
+//     key has the lease given back by the releaser; if the release's
+//     answer is lost (the release then fails with ErrUnavailable, as any),
+//     the waiter gives back whatever its token holds and waits on with a
+//     new token.
 //   - With WithShardedNotify, notifications use sharded pub/sub (SPUBLISH,
 //     SSUBSCRIBE; Redis 7 and later): on a Cluster each stays on the master
 //     of its key's slot instead of crossing the cluster bus to every
