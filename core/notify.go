@@ -29,10 +29,8 @@ type notifier struct {
 	// is set once its subscription is confirmed.
 	grants  string
 	granted atomic.Bool
-	// gen counts interruptions of the subscriptions, and no hearing is
-	// given before deafUntil (see hearing).
-	gen       uint64
-	deafUntil time.Time
+	// gen counts interruptions of the subscriptions (see hearing).
+	gen uint64
 
 	// early holds grants that came before their waiter joined (it joins
 	// after its first attempt queued it), by "<lease channel>|<token>",
@@ -197,7 +195,7 @@ func (n *notifier) hearing(channel string) hearing {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	cs := n.chans[channel]
-	if cs == nil || (!n.deafUntil.IsZero() && time.Now().Before(n.deafUntil)) {
+	if cs == nil {
 		return hearing{}
 	}
 	select {
@@ -208,37 +206,44 @@ func (n *notifier) hearing(channel string) hearing {
 	}
 }
 
-// interrupted records that notifications may have gone unheard: a
-// subscription's connection broke, or moved. A hearing taken before no
-// longer says that nothing came, and none is given for interruptGrace
-// (while the client reconnects and subscribes again; every failed try
-// calls this again).
-func (n *notifier) interrupted() {
-	n.mu.Lock()
-	n.gen++
-	n.deafUntil = time.Now().Add(interruptGrace)
-	n.mu.Unlock()
-}
-
-// interruptGrace is how long after an interruption no hearing is given.
-const interruptGrace = time.Second
-
-// dropped records that the server ended channel's subscription without
-// being asked (a sweep's own unsubscribe finds the channel gone, or new):
-// its next waiter subscribes it again, and a hearing taken before no
-// longer says that nothing came.
-func (n *notifier) dropped(channel string) {
+// interrupted records that notifications on channels (every channel, if
+// none is named) may have gone unheard from now until they are heard
+// again: a subscription's connection broke, or moved. A hearing taken
+// before no longer says that nothing came, and those channels count as
+// not heard (none is given, heard says false) until the client's new
+// subscription of each is confirmed (go-redis subscribes every channel
+// again when it reconnects; a moved one is subscribed afresh).
+func (n *notifier) interrupted(channels ...string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.gen++
-	if cs := n.chans[channel]; cs != nil && cs.subscribed {
-		cs.subscribed = false
+	unheard := func(cs *channelState) {
 		select {
 		case <-cs.ready:
 			cs.ready = make(chan struct{})
 		default:
 		}
 	}
+	if len(channels) == 0 {
+		for _, cs := range n.chans {
+			unheard(cs)
+		}
+		return
+	}
+	for _, ch := range channels {
+		if cs := n.chans[ch]; cs != nil {
+			unheard(cs)
+		}
+	}
+}
+
+// mayHaveMissed records that notifications may have gone unheard, on
+// channels it cannot name: a hearing taken before no longer says that
+// nothing came.
+func (n *notifier) mayHaveMissed() {
+	n.mu.Lock()
+	n.gen++
+	n.mu.Unlock()
 }
 
 // quietSince reports whether nothing was delivered on channel since h was
@@ -246,9 +251,9 @@ func (n *notifier) dropped(channel string) {
 // waiter that joined after an attempt made with h taken before it, and
 // finds it so, missed no release after that attempt: one delivered before
 // it joined would have been counted, and one delivered since wakes a
-// waiter of its Client. (A connection that broke unnoticed, or a server
-// that dropped the subscription by itself, goes unseen here as it does
-// for every waiter: it relies on its timer then.)
+// waiter of its Client. (A connection that broke before its client
+// noticed goes unseen here as it does for every waiter: it relies on its
+// timer then.)
 func (n *notifier) quietSince(channel string, h hearing) bool {
 	if h.cs == nil {
 		return false
@@ -266,7 +271,7 @@ func (n *notifier) reserve(channel string) (*waiter, handOffer, bool) {
 	defer n.mu.Unlock()
 	if cs := n.chans[channel]; cs != nil {
 		for _, w := range cs.waiters {
-			if !w.watch && w.offer != nil && !w.reserved && !w.gone && w.handed != nil {
+			if !w.watch && w.offer != nil && !w.reserved && !w.gone && w.handed != nil && w.offer.ctx.Err() == nil {
 				w.reserved = true
 				return w, *w.offer, true
 			}

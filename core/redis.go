@@ -1224,7 +1224,15 @@ func (r *redisPubSub) loop(ps *redis.PubSub) {
 			}
 			// The connection broke; go-redis reconnects and resubscribes
 			// on the next receive. Waiters meanwhile rely on their timers.
-			r.nt.interrupted()
+			if r.sharded && r.mode.Load() != shardOff {
+				// Its channels are few, if any (the sharded ones have
+				// connections of their own): none is taken for unheard,
+				// which would make their new waiters wait for a
+				// confirmation that does not come.
+				r.nt.mayHaveMissed()
+			} else {
+				r.nt.interrupted()
+			}
 			select {
 			case <-time.After(50 * time.Millisecond):
 			case <-r.ctx.Done():
@@ -1239,8 +1247,6 @@ func (r *redisPubSub) loop(ps *redis.PubSub) {
 			switch m.Kind {
 			case "subscribe":
 				r.nt.confirm(m.Channel)
-			case "unsubscribe":
-				r.nt.dropped(m.Channel)
 			}
 		}
 	}

@@ -308,7 +308,9 @@ func (s *shardSubs) drop(sc *shardConn) []string {
 // master that serves it now, after shardMoveWait.
 func (s *shardSubs) move(sc *shardConn) {
 	chans := s.take(sc, true)
-	s.nt.interrupted()
+	if len(chans) > 0 {
+		s.nt.interrupted(chans...)
+	}
 	select {
 	case <-time.After(shardMoveWait):
 	case <-s.ctx.Done():
