@@ -282,6 +282,16 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 	start := time.Now()
 	w := c.nt.join(ctx, n.lease, tok)
 	var offer *handOffer // while it may be handed the key (handOver)
+	// take returns the lock a hand-over's outcome hands it, if any; after
+	// a failed one it goes on with a new token (takeHanded).
+	take := func(o handOutcome) *Lock {
+		h, retoken := c.takeHanded(offer, o)
+		if retoken {
+			tok = rand.Text()
+			c.nt.retoken(w, tok)
+		}
+		return h
+	}
 	defer func() {
 		if o := c.nt.leave(w, acquired); offer != nil && (o.h != nil || o.err != nil) {
 			c.dropHanded(ctx, offer, o) // a hand-over that came as it left
@@ -346,14 +356,9 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 					// A release of this Client handed it the key, or
 					// released it the usual way, or failed: it attempts
 					// then.
-					h, retoken := c.takeHanded(offer, o)
-					if h != nil {
+					if h := take(o); h != nil {
 						acquired = true
 						return h, nil
-					}
-					if retoken {
-						tok = rand.Text()
-						c.nt.retoken(w, tok)
 					}
 					woken = true
 					break sleep
@@ -407,14 +412,9 @@ func (c *Client) wait(ctx context.Context, key string, n names, tok string, s *s
 					return fail(err)
 				}
 				if took {
-					h, retoken := c.takeHanded(offer, o)
-					if h != nil {
+					if h := take(o); h != nil {
 						acquired = true
 						return h, nil
-					}
-					if retoken {
-						tok = rand.Text()
-						c.nt.retoken(w, tok)
 					}
 					woken = true
 				}

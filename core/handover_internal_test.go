@@ -88,6 +88,16 @@ func handClient(t *testing.T, h *handHook) (*Client, *miniredis.Miniredis) {
 	return c, mr
 }
 
+// secondClient is another Client (another process) on mr, prefix "ho",
+// closed when the test ends.
+func secondClient(t *testing.T, mr *miniredis.Miniredis) *Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	c := mustNew(NewRedis(rdb, WithKeyPrefix("ho")))
+	t.Cleanup(func() { _ = c.Close(); _ = rdb.Close() })
+	return c
+}
+
 // offering waits until a waiter of c on key offers to be handed the key.
 func offering(t *testing.T, c *Client, key string) *waiter {
 	t.Helper()
@@ -180,6 +190,17 @@ func TestHandOverGivesTheKeyToAWaiter(t *testing.T) {
 func TestHandOverToAWaiterThatLeft(t *testing.T) {
 	h := &handHook{hold: make(chan struct{}), held: make(chan struct{})}
 	c, mr := handClient(t, h)
+	handOverToALeaver(t, c, mr, h)
+	if _, err := c.TryLock(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// handOverToALeaver releases a lock of c on "k" while a waiter of c
+// offers, holds the hand-over (h) until the waiter has given up (its ctx
+// cancelled), and waits until the key is free.
+func handOverToALeaver(t *testing.T, c *Client, mr *miniredis.Miniredis, h *handHook) {
+	t.Helper()
 	ctx := context.Background()
 	a, err := c.Lock(ctx, "k")
 	if err != nil {
@@ -207,9 +228,6 @@ func TestHandOverToAWaiterThatLeft(t *testing.T) {
 			t.Fatalf("the lease handed to a waiter that left is still there: %q", v)
 		}
 		time.Sleep(time.Millisecond)
-	}
-	if _, err := c.TryLock(ctx, "k"); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -252,10 +270,7 @@ func TestHandOverAnswerLost(t *testing.T) {
 func TestHandOverYieldsToTheQueue(t *testing.T) {
 	h := &handHook{}
 	c, mr := handClient(t, h)
-	rdb2 := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb2.Close()
-	c2 := mustNew(NewRedis(rdb2, WithKeyPrefix("ho")))
-	defer c2.Close()
+	c2 := secondClient(t, mr)
 	ctx := context.Background()
 	a, err := c.Lock(ctx, "k")
 	if err != nil {
@@ -300,10 +315,7 @@ func TestHandOverYieldsToTheQueue(t *testing.T) {
 func TestHandOverStress(t *testing.T) {
 	h := &handHook{}
 	c, mr := handClient(t, h)
-	rdb2 := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb2.Close()
-	c2 := mustNew(NewRedis(rdb2, WithKeyPrefix("ho")))
-	defer c2.Close()
+	c2 := secondClient(t, mr)
 	keys := []string{"s0", "s1"}
 	var mu sync.Mutex
 	inside := map[string]int{}
@@ -395,6 +407,35 @@ func (h *afterHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return next
 }
 
+// waitingAttempt matches a default-mode waiter's attempt (its script names
+// 5 keys and 9 arguments).
+func waitingAttempt(cmd redis.Cmder) bool {
+	return cmd.Name() == "evalsha" && len(cmd.Args()) == 3+5+9
+}
+
+// lockReleasedAfterFirstAttempt has other take key, arms ah to release it
+// right after c's next waiting attempt was answered, and returns c's Lock
+// of key, its wait bounded by 2 s (a missed release costs a waiter
+// seconds, or its 50 ms starvation threshold), with how long it took.
+func lockReleasedAfterFirstAttempt(t *testing.T, ah *afterHook, c, other *Client, key string) (*Lock, time.Duration, error) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := other.Lock(ctx, key, WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	after := func() { released <- b.Release(ctx) }
+	ah.armed.Store(&after)
+	start := time.Now()
+	l, err := c.Lock(ctx, key, WithWaitTimeout(2*time.Second))
+	took := time.Since(start)
+	if rerr := <-released; rerr != nil {
+		t.Fatal(rerr)
+	}
+	return l, took, err
+}
+
 // A waiter whose first attempt was made while the key's notifications
 // were heard goes to sleep without a second attempt (nothing came since),
 // yet misses no release: one that comes right after its first attempt,
@@ -404,10 +445,7 @@ func TestFirstAttemptHeardMissesNoRelease(t *testing.T) {
 	defer SetStarvationThreshold(time.Minute)()
 	h := &handHook{}
 	c, mr := handClient(t, h)
-	rdb2 := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb2.Close()
-	other := mustNew(NewRedis(rdb2, WithKeyPrefix("ho")))
-	defer other.Close()
+	other := secondClient(t, mr)
 	ctx := context.Background()
 
 	// The key's channel heard, and kept (linger), by an earlier wait.
@@ -441,9 +479,7 @@ func TestFirstAttemptHeardMissesNoRelease(t *testing.T) {
 
 	// Now the release comes between the first attempt and the join, from
 	// another Client: it must wake the waiter.
-	ah := &afterHook{match: func(cmd redis.Cmder) bool {
-		return cmd.Name() == "evalsha" && len(cmd.Args()) == 3+5+9 // a waiting attempt
-	}}
+	ah := &afterHook{match: waitingAttempt}
 	c.be.(*redisBackend).rdb.(*redis.Client).AddHook(ah)
 	b, err := other.Lock(ctx, "k2", WithTTL(time.Minute))
 	if err != nil {
@@ -460,20 +496,9 @@ func TestFirstAttemptHeardMissesNoRelease(t *testing.T) {
 	} else if err := r.h.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b, err = other.Lock(ctx, "k2", WithTTL(time.Minute))
+	l, took, err := lockReleasedAfterFirstAttempt(t, ah, c, other, "k2")
 	if err != nil {
-		t.Fatal(err)
-	}
-	released := make(chan error, 1)
-	after := func() { released <- b.Release(ctx) }
-	ah.armed.Store(&after)
-	start := time.Now()
-	l, err := c.Lock(ctx, "k2", WithWaitTimeout(2*time.Second))
-	if err != nil {
-		t.Fatalf("a release right after the first attempt was missed: %v after %v", err, time.Since(start))
-	}
-	if err := <-released; err != nil {
-		t.Fatal(err)
+		t.Fatalf("a release right after the first attempt was missed: %v after %v", err, took)
 	}
 	_ = l.Release(ctx)
 	_ = r2.h.Release(ctx)

@@ -754,14 +754,7 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 	}
 	var kb [6]string // on the stack: run copies them
 	keys := append(kb[:0], n.lease, n.fence, n.queue, n.dues, n.mark, n.oldQ)
-	waited := noArg
-	if n.waited {
-		waited = yesArg
-	}
-	fenceArg := noArg
-	if fence != 0 {
-		fenceArg = fence // written in decimal, as a string would be: one allocation, not two
-	}
+	waited, fenceArg := releaseArgs(n, fence)
 	v, err := b.pubs.release.run(ctx, b.hot, keys, token, claimArg, retentionArg, nonce, b.grantsArg, waited, fenceArg).Int64()
 	if unsent(err) {
 		// It waited for the coalescer until its ctx ended (every lane's
@@ -779,6 +772,19 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 	return v == 1, err
 }
 
+// releaseArgs are release.lua's ARGV[6] and ARGV[7] for n's lease, of
+// fence (0: any lease of the token).
+func releaseArgs(n names, fence int64) (waited, fenceArg any) {
+	waited, fenceArg = noArg, noArg
+	if n.waited {
+		waited = yesArg
+	}
+	if fence != 0 {
+		fenceArg = fence // written in decimal, as a string would be: one allocation, not two
+	}
+	return waited, fenceArg
+}
+
 // canHandOver reports whether a release of n's lease may hand the key to a
 // waiter of this Client (handOver): a mutex, and no replica acknowledgement
 // (a hand-over is an acquisition the waiter's WAIT would have to confirm).
@@ -794,14 +800,7 @@ func (b *redisBackend) canHandOver(n names) bool {
 func (b *redisBackend) handOver(ctx context.Context, n names, token string, fence int64, value string, ttl time.Duration) (handed int64, released bool, err error) {
 	var kb [6]string
 	keys := append(kb[:0], n.lease, n.fence, n.queue, n.dues, n.mark, n.oldQ)
-	waited := noArg
-	if n.waited {
-		waited = yesArg
-	}
-	fenceArg := noArg
-	if fence != 0 {
-		fenceArg = fence
-	}
+	waited, fenceArg := releaseArgs(n, fence)
 	args := []any{token, claimArg, retentionArg, noArg, b.grantsArg, waited, fenceArg, noArg, value, b.ttlArg(ttl), retentionFor(ttl)}
 	cmd := b.pubs.release.run(ctx, b.hot, keys, args...)
 	if unsent(cmd.Err()) { // as releaseNonce: it goes out all the same

@@ -119,10 +119,7 @@ func TestReview2HandOverTooLate(t *testing.T) {
 func TestReview2QuietSinceSubscriptionLost(t *testing.T) {
 	h := &handHook{}
 	c, mr := handClient(t, h)
-	rdb2 := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb2.Close()
-	other := mustNew(NewRedis(rdb2, WithKeyPrefix("ho")))
-	defer other.Close()
+	other := secondClient(t, mr)
 	ctx := context.Background()
 	b, err := other.Lock(ctx, "k2", WithTTL(time.Minute))
 	if err != nil {
@@ -140,22 +137,11 @@ func TestReview2QuietSinceSubscriptionLost(t *testing.T) {
 	ps := c.be.(*redisBackend).ps.ps
 	_ = ps.Unsubscribe(ctx, "ho:{k2}")
 	time.Sleep(50 * time.Millisecond)
-	ah := &afterHook{match: func(cmd redis.Cmder) bool {
-		return cmd.Name() == "evalsha" && len(cmd.Args()) == 3+5+9
-	}}
+	ah := &afterHook{match: waitingAttempt}
 	c.be.(*redisBackend).rdb.(*redis.Client).AddHook(ah)
-	b, err = other.Lock(ctx, "k2", WithTTL(time.Minute))
+	l, took, err := lockReleasedAfterFirstAttempt(t, ah, c, other, "k2")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("waiter slept through a release made right after its first attempt (subscription lost): %v after %v", err, took)
 	}
-	released := make(chan error, 1)
-	after := func() { released <- b.Release(ctx) }
-	ah.armed.Store(&after)
-	start := time.Now()
-	l, err := c.Lock(ctx, "k2", WithWaitTimeout(2*time.Second))
-	if err != nil {
-		t.Fatalf("waiter slept through a release made right after its first attempt (subscription lost): %v after %v", err, time.Since(start))
-	}
-	<-released
 	_ = l.Release(ctx)
 }

@@ -77,10 +77,7 @@ func TestReview3SweepReplyLeaksSubscription(t *testing.T) {
 	mr := miniredis.RunT(t)
 	var armed atomic.Bool
 	c := review3Client(t, mr, &armed)
-	rdb2 := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb2.Close()
-	other := mustNew(NewRedis(rdb2, WithKeyPrefix("ho")))
-	defer other.Close()
+	other := secondClient(t, mr)
 	ctx := context.Background()
 	ch := c.kindNames("k", 0).lease
 
@@ -130,10 +127,7 @@ func TestReview3UnrelatedSweepVoidsHearing(t *testing.T) {
 	mr := miniredis.RunT(t)
 	var armed atomic.Bool
 	c := review3Client(t, mr, &armed)
-	rdb2 := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb2.Close()
-	other := mustNew(NewRedis(rdb2, WithKeyPrefix("ho")))
-	defer other.Close()
+	other := secondClient(t, mr)
 	ctx := context.Background()
 	chA := c.kindNames("a", 0).lease
 	chB := c.kindNames("b", 0).lease
@@ -221,17 +215,12 @@ func TestReview3SlowReconnectCostsAtMostTheThreshold(t *testing.T) {
 		}
 		return &trackConn{Conn: cn, ps: &ps}, nil
 	}})
-	ah := &afterHook{match: func(cmd redis.Cmder) bool {
-		return cmd.Name() == "evalsha" && len(cmd.Args()) == 3+5+9 // a waiting attempt
-	}}
+	ah := &afterHook{match: waitingAttempt}
 	rdb.AddHook(ah)
 	c := mustNew(NewRedis(rdb, WithKeyPrefix("ho")))
 	defer c.Close()
 	defer rdb.Close()
-	rdb2 := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb2.Close()
-	other := mustNew(NewRedis(rdb2, WithKeyPrefix("ho")))
-	defer other.Close()
+	other := secondClient(t, mr)
 	ctx := context.Background()
 	ch := c.kindNames("k", 0).lease
 
@@ -258,19 +247,10 @@ func TestReview3SlowReconnectCostsAtMostTheThreshold(t *testing.T) {
 	}
 	t.Logf("%v after the break, not resubscribed; hearing given: %v", time.Since(broke).Round(time.Millisecond), c.nt.hearing(ch).cs != nil)
 
-	b, err = other.Lock(ctx, "k", WithTTL(time.Minute))
+	l, took, err := lockReleasedAfterFirstAttempt(t, ah, c, other, "k")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("a release made right after the first attempt, during a slow reconnect, cost the waiter more than the starvation threshold: %v after %v", err, took)
 	}
-	released := make(chan error, 1)
-	after := func() { released <- b.Release(ctx) }
-	ah.armed.Store(&after)
-	start := time.Now()
-	l, err := c.Lock(ctx, "k", WithWaitTimeout(2*time.Second))
-	<-released
-	if err != nil {
-		t.Fatalf("a release made right after the first attempt, during a slow reconnect, cost the waiter more than the starvation threshold: %v after %v", err, time.Since(start))
-	}
-	t.Logf("acquired after %v", time.Since(start))
+	t.Logf("acquired after %v", took)
 	_ = l.Release(ctx)
 }

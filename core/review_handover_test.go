@@ -78,30 +78,8 @@ func TestReviewHandOverObserverHeldCount(t *testing.T) {
 	h := &handHook{hold: make(chan struct{}), held: make(chan struct{})}
 	obs := &heldObserver{}
 	c, mr, _ := reviewHandClient(t, h, WithObserver(obs))
-	ctx := context.Background()
-	a, err := c.Lock(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	got := lockAsync(wctx, c, "k", WithTTL(time.Minute))
-	offering(t, c, "k")
-	released := make(chan error, 1)
-	go func() { released <- a.Release(ctx) }()
-	<-h.held
-	cancel()
-	if r := <-got; r.err == nil {
-		t.Fatal("waiter acquired")
-	}
-	close(h.hold)
-	if err := <-released; err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for mr.Exists("ho:{k}") && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond) // the background release's OpRelease end
+	handOverToALeaver(t, c, mr, h)
+	time.Sleep(50 * time.Millisecond) // a background release's OpRelease end, if any
 	if n := obs.held.Load(); n != 0 {
 		obs.mu.Lock()
 		t.Errorf("observer's held count %d after every lock was released, want 0; %d OpReleases for 1 lock acquired (+warm-up); log: %q", n, obs.releases.Load()-2, obs.log)
