@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -502,4 +504,87 @@ func TestFirstAttemptHeardMissesNoRelease(t *testing.T) {
 	}
 	_ = l.Release(ctx)
 	_ = r2.h.Release(ctx)
+}
+
+// slowAnswerHook holds back the answer of a hand-over (the release ran on
+// the server; its reply reaches the caller delay later), and lets every
+// other command through.
+type slowAnswerHook struct {
+	delay time.Duration
+	sent  atomic.Int64 // when the hand-over was sent (UnixNano)
+}
+
+func (h *slowAnswerHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *slowAnswerHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !isHandOver(cmd) {
+			return next(ctx, cmd)
+		}
+		h.sent.Store(time.Now().UnixNano())
+		err := next(ctx, cmd)
+		time.Sleep(h.delay)
+		return err
+	}
+}
+func (h *slowAnswerHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A hand-over whose answer is slow to come back: the waiter's belief
+// deadline is reckoned from when the release was sent, so it ends no
+// later than the server's expiry of the lease the script made — not the
+// answer's arrival plus the TTL, which would be the delay too late. On the
+// shared Redis, whose TTLs run in real time.
+func TestHandOverSlowAnswerDeadline(t *testing.T) {
+	rdb := redistest.Client(t)
+	prefix := "lktest-ho-" + rand.Text()[:10]
+	t.Cleanup(func() {
+		ctx := context.Background()
+		keys, _ := rdb.Keys(ctx, prefix+"*").Result()
+		if len(keys) > 0 {
+			rdb.Del(ctx, keys...)
+		}
+	})
+	const delay = 300 * time.Millisecond
+	h := &slowAnswerHook{delay: delay}
+	rdb.AddHook(h)
+	c := mustNew(NewRedis(rdb, WithKeyPrefix(prefix)))
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	a, err := c.Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 2 * time.Second
+	got := lockAsync(ctx, c, "k", WithTTL(ttl), WithAutoRenew(false), WithWaitTimeout(10*time.Second))
+	offering(t, c, "k")
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.h.Release(ctx)
+	if h.sent.Load() == 0 {
+		t.Fatal("the key was not handed over")
+	}
+	// The server's expiry is at least before+pttl (PTTL truncates to the
+	// millisecond: one more).
+	before := time.Now()
+	pttl, err := rdb.PTTL(ctx, prefix+":{k}").Result()
+	if err != nil || pttl <= 0 {
+		t.Fatalf("PTTL of the handed lease: %v, %v", pttl, err)
+	}
+	expiry := before.Add(pttl + time.Millisecond)
+	r.h.l.mu.Lock()
+	deadline := r.h.l.deadline
+	r.h.l.mu.Unlock()
+	if deadline.After(expiry) {
+		t.Errorf("the handed lock believes it holds until %v after the server's expiry (answer delayed %v)",
+			deadline.Sub(expiry), delay)
+	}
+	if sent := time.Unix(0, h.sent.Load()); deadline.After(sent.Add(ttl)) {
+		t.Errorf("belief deadline %v after send + TTL", deadline.Sub(sent.Add(ttl)))
+	}
 }
