@@ -65,6 +65,17 @@ if mine and counter_above(counter, ARGV[7]) then
 end
 local waited = ARGV[6] == '1'
 local hand = ARGV[9] and ARGV[9] ~= '' and ARGV[4] == ''
+if hand and v == ARGV[9] then
+  -- The lease is the one this very hand-over makes: the waiter's value
+  -- holds a token that is new, unique to it, and that it has not used
+  -- since (it waits for this call's outcome). This is the call sent again
+  -- (its first answer was lost): the same answer again, its fence the
+  -- counter's, which no acquisition has passed since (the lease is the
+  -- waiter's yet). Without it, the answer "not held" would leave that
+  -- lease to nobody until its TTL.
+  if counter == nil then counter = redis.call('GET', KEYS[2]) end
+  if counter then return {2, tonumber(counter)} end
+end
 if mine and ARGV[4] == '' and not waited and not hand and redis.call('EXISTS', KEYS[5], KEYS[3], KEYS[6]) == 0 then
   redis.call('DEL', KEYS[1])
   return 1
