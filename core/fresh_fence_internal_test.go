@@ -25,7 +25,7 @@ func TestFreshFence(t *testing.T) {
 				rdb := srv.rdb
 				lib := libFence
 				if variant == "no GET" {
-					lib = strings.Replace(lib, "'PX', retention, 'GET')", "'PX', retention, 'NOT-AN-OPTION')", 1)
+					lib = strings.Replace(lib, "'PX', ttl, 'GET')", "'PX', ttl, 'NOT-AN-OPTION')", 1)
 					if lib == libFence {
 						t.Fatal("fresh_fence's SET ... GET not found")
 					}
@@ -67,6 +67,85 @@ func TestFreshFence(t *testing.T) {
 					}
 					if d := rdb.PTTL(ctx, key).Val(); d < retention*time.Millisecond-5*time.Second {
 						t.Errorf("%s: counter lives %v, want at least the retention", c.name, d)
+					}
+				}
+				rdb.Del(ctx, key)
+			})
+		}
+	}
+}
+
+// fresh_fence with a Redlock proposal (redlock_acquire.lua), with SET ...
+// GET and without it: a proposal ahead of the clock by less than
+// FENCE_LEAD_MAX is the fence, and the counter lives until the clock has
+// passed it, and the retention beyond; one further ahead is cut to the
+// lead; one behind the clock leaves the clock's fence; a counter at or
+// above the floor is counted on from.
+func TestFreshFenceProposed(t *testing.T) {
+	const retention = 300000 // ms
+	const lead = 200000      // µs, FENCE_LEAD_MAX
+	for _, srv := range scriptServers(t) {
+		for _, variant := range []string{"SET GET", "no GET"} {
+			t.Run(srv.name+"/"+variant, func(t *testing.T) {
+				ctx := context.Background()
+				rdb := srv.rdb
+				lib := libFence
+				if variant == "no GET" {
+					lib = strings.Replace(lib, "'PX', ttl, 'GET')", "'PX', ttl, 'NOT-AN-OPTION')", 1)
+				}
+				src := lib + "\nreturn fresh_fence(KEYS[1], ARGV[1], ARGV[2])"
+				key := redistest.Prefix(t, rdb) + ":fence"
+				for _, c := range []struct {
+					name  string
+					ahead int64 // proposal - clock, µs
+					old   int64 // counter - clock, µs; 0: no counter
+				}{
+					{"proposal ahead", 150000, 0},
+					{"proposal beyond the lead", 5e9, 0},
+					{"proposal behind the clock", -5e6, 0},
+					{"counter above the proposal", 100000, 180000},
+				} {
+					rdb.Del(ctx, key)
+					tm, err := rdb.Time(ctx).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					clock := tm.UnixMicro()
+					if c.old != 0 {
+						rdb.Set(ctx, key, clock+c.old, time.Hour)
+					}
+					proposed := clock + c.ahead
+					f, err := rdb.Eval(ctx, src, []string{key}, retention, strconv.FormatInt(proposed, 10)).Int64()
+					if err != nil {
+						t.Fatalf("%s: %v", c.name, err)
+					}
+					after, err := rdb.Time(ctx).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					var lo, hi int64 // the fence's bounds
+					switch {
+					case c.old != 0:
+						lo, hi = clock+c.old+1, clock+c.old+1
+					case c.ahead > lead:
+						lo, hi = clock+lead, after.UnixMicro()+lead
+					case c.ahead < 0:
+						lo, hi = clock, after.UnixMicro()
+					default:
+						lo, hi = proposed, proposed
+					}
+					if f < lo || f > hi {
+						t.Errorf("%s: fence %d, want within [%d, %d]", c.name, f, lo, hi)
+					}
+					got, _ := rdb.Get(ctx, key).Result()
+					if n, _ := strconv.ParseInt(got, 10, 64); n != f {
+						t.Errorf("%s: counter %q after fence %d", c.name, got, f)
+					}
+					// It lives until the clock passes the fence, and the
+					// retention beyond (less the time the last call took).
+					want := time.Duration(retention)*time.Millisecond + time.Duration(f-after.UnixMicro())*time.Microsecond - 50*time.Millisecond
+					if d := rdb.PTTL(ctx, key).Val(); d < want {
+						t.Errorf("%s: counter lives %v, want at least %v", c.name, d, want)
 					}
 				}
 				rdb.Del(ctx, key)

@@ -62,27 +62,37 @@ end
 -- fresh_fence is next_fence for an acquisition that found its lease key
 -- free (the mutex's SET NX took it): no lease of the key lives, so the
 -- counter's expiry is owed to no lease, only to the clock (ahead_ms), and
--- may be set from now, whatever it was. It writes the clock's fence and
--- reads the old counter in one SET ... GET, instead of an INCR and a SET;
--- only when the old counter is not below the clock (an acquisition in the
--- same microsecond, a clock that stepped back) does it write again, one
--- above the old counter, to live until the clock has passed it. Servers
--- before Redis 6.2 refuse SET ... GET: next_fence then. The clock's
--- fence is written as TIME's two fields joined, the microseconds padded
--- to six digits: the same decimal as string.format('%.0f', floor), at a
--- third of its cost (every acquisition of a free key pays it).
-local function fresh_fence(key, retention)
+-- may be set from now, whatever it was. It writes the floor (the clock's
+-- fence, or a Redlock proposal above it, as next_fence takes it) and reads
+-- the old counter in one SET ... GET, instead of an INCR and a SET; only
+-- when the old counter is not below the floor (an acquisition in the same
+-- microsecond, a clock that stepped back) does it write again, one above
+-- the old counter, to live until the clock has passed it. Servers before
+-- Redis 6.2 refuse SET ... GET: next_fence then. The clock's fence is
+-- written as TIME's two fields joined, the microseconds padded to six
+-- digits: the same decimal as string.format('%.0f', floor), at a third of
+-- its cost (every acquisition of a free key pays it).
+local function fresh_fence(key, retention, proposed)
   local t = redis.call('TIME')
   local us = t[2]
-  local floor = tonumber(t[1]) * 1000000 + tonumber(us)
-  local old = redis.pcall('SET', key, t[1] .. string.sub('000000', #us + 1) .. us, 'PX', retention, 'GET')
+  local clock = tonumber(t[1]) * 1000000 + tonumber(us)
+  local floor, text, ttl = clock, nil, retention
+  if proposed then
+    floor = math.max(clock, math.min(tonumber(proposed), clock + FENCE_LEAD_MAX))
+  end
+  if floor == clock then
+    text = t[1] .. string.sub('000000', #us + 1) .. us
+  else
+    text, ttl = string.format('%.0f', floor), ahead_ms(floor, clock, retention)
+  end
+  local old = redis.pcall('SET', key, text, 'PX', ttl, 'GET')
   if type(old) == 'table' and old.err then
-    return next_fence(key, retention)
+    return next_fence(key, retention, proposed)
   end
   local f = old and tonumber(old)
   if f and f >= floor then
     f = f + 1
-    redis.call('SET', key, string.format('%.0f', f), 'PX', ahead_ms(f, floor, retention))
+    redis.call('SET', key, string.format('%.0f', f), 'PX', ahead_ms(f, clock, retention))
     return f
   end
   return floor

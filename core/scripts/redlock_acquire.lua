@@ -9,7 +9,7 @@
 -- held.
 local set, held = set_nx(KEYS[1], ARGV[2], ARGV[3])
 if set then
-  return {1, next_fence(KEYS[2], ARGV[4], ARGV[5])}
+  return {1, fresh_fence(KEYS[2], ARGV[4], ARGV[5])}
 end
 if owns(held, ARGV[1]) then
   -- Re-entry never shortens the lease its other holders were promised.
