@@ -1,6 +1,6 @@
 -- Redlock's acquisition on one node: acquire.lua without the waiters'
 -- queue (Redlock has no fair mode), with the fence its client proposes to
--- every node (next_fence).
+-- every node (fresh_fence, next_fence).
 -- KEYS[1] lease   KEYS[2] fence counter
 -- ARGV[1] token   ARGV[2] lease value (token, or token|metadata)
 -- ARGV[3] ttl ms  ARGV[4] fence counter retention ms
