@@ -80,6 +80,13 @@ if mine and ARGV[4] == '' and not waited and not hand and redis.call('EXISTS', K
   redis.call('DEL', KEYS[1])
   return 1
 end
+if mine and ARGV[4] ~= '' and redis.call('EXISTS', KEYS[3]) == 0 then
+  -- Redlock's release, nobody queued in W (Redlock's waiters never do):
+  -- what the rest does then, without making its helpers.
+  redis.call('DEL', KEYS[1])
+  pub(KEYS[1], 'r:' .. ARGV[4])
+  return 1
+end
 -- (the helpers only the rest uses are defined here)
 if not mine then
   local me = ARGV[1] .. '|' .. (ARGV[5] or '')
