@@ -28,7 +28,9 @@ import (
 // token, never used again, is released unfenced, as after a failed
 // acquisition (Client.forget), and the waiter goes on waiting with a new
 // one (the releaser's own lease, if the call never ran, lives until its
-// TTL, as after any failed release).
+// TTL, as after any failed release). A call go-redis sends again after a
+// lost answer finds the lease its first run made (the waiter's value) and
+// answers as that run did (release.lua): the outcome is the same.
 
 // handOfferFor returns the offer a waiter of an acquisition of key (ctx,
 // n, token tok, settings s) makes, or nil when it may not be handed the
