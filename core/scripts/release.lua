@@ -82,9 +82,10 @@ if mine and ARGV[4] == '' and not waited and not hand and redis.call('EXISTS', K
 end
 if mine and ARGV[4] ~= '' and redis.call('EXISTS', KEYS[3]) == 0 then
   -- Redlock's release, nobody queued in W (Redlock's waiters never do):
-  -- what the rest does then, without making its helpers.
+  -- what the rest does then, without making its helpers. Redlock's nodes
+  -- publish classic (newRedisBackend), whichever pub this script has.
   redis.call('DEL', KEYS[1])
-  pub(KEYS[1], 'r:' .. ARGV[4])
+  redis.call('PUBLISH', KEYS[1], 'r:' .. ARGV[4])
   return 1
 end
 -- (the helpers only the rest uses are defined here)
