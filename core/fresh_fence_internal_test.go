@@ -10,6 +10,20 @@ import (
 	"github.com/latchkey/latchkey/internal/redistest"
 )
 
+// fenceLib is lib_fence.lua as variant "SET GET" finds it, or "no GET":
+// fresh_fence's SET ... GET misspelled, as a server before 6.2 refuses it.
+func fenceLib(t *testing.T, variant string) string {
+	t.Helper()
+	if variant != "no GET" {
+		return libFence
+	}
+	lib := strings.Replace(libFence, "'PX', ttl, 'GET')", "'PX', ttl, 'NOT-AN-OPTION')", 1)
+	if lib == libFence {
+		t.Fatal("fresh_fence's SET ... GET not found")
+	}
+	return lib
+}
+
 // fresh_fence (lib_fence.lua), the fence of a mutex acquisition that found
 // its key free, on miniredis and the shared Redis, with SET ... GET and
 // without it (the option misspelled, as a server before 6.2 refuses it,
@@ -23,14 +37,7 @@ func TestFreshFence(t *testing.T) {
 			t.Run(srv.name+"/"+variant, func(t *testing.T) {
 				ctx := context.Background()
 				rdb := srv.rdb
-				lib := libFence
-				if variant == "no GET" {
-					lib = strings.Replace(lib, "'PX', ttl, 'GET')", "'PX', ttl, 'NOT-AN-OPTION')", 1)
-					if lib == libFence {
-						t.Fatal("fresh_fence's SET ... GET not found")
-					}
-				}
-				src := lib + "\nreturn fresh_fence(KEYS[1], ARGV[1])"
+				src := fenceLib(t, variant) + "\nreturn fresh_fence(KEYS[1], ARGV[1])"
 				key := redistest.Prefix(t, rdb) + ":fence"
 				tm, err := rdb.Time(ctx).Result()
 				if err != nil {
@@ -89,11 +96,7 @@ func TestFreshFenceProposed(t *testing.T) {
 			t.Run(srv.name+"/"+variant, func(t *testing.T) {
 				ctx := context.Background()
 				rdb := srv.rdb
-				lib := libFence
-				if variant == "no GET" {
-					lib = strings.Replace(lib, "'PX', ttl, 'GET')", "'PX', ttl, 'NOT-AN-OPTION')", 1)
-				}
-				src := lib + "\nreturn fresh_fence(KEYS[1], ARGV[1], ARGV[2])"
+				src := fenceLib(t, variant) + "\nreturn fresh_fence(KEYS[1], ARGV[1], ARGV[2])"
 				key := redistest.Prefix(t, rdb) + ":fence"
 				for _, c := range []struct {
 					name  string

@@ -122,6 +122,23 @@ func offering(t *testing.T, c *Client, key string) *waiter {
 	return nil
 }
 
+// releasedToAWaiter starts a Lock of c on "k" (opts), waits until it
+// offers to be handed the key, releases a, and returns the waiter's lock.
+func releasedToAWaiter(t *testing.T, c *Client, a *Lock, opts ...LockOption) *Lock {
+	t.Helper()
+	ctx := context.Background()
+	got := lockAsync(ctx, c, "k", opts...)
+	offering(t, c, "k")
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.h
+}
+
 type lockResult struct {
 	h   *Lock
 	err error
@@ -556,16 +573,8 @@ func TestHandOverSlowAnswerDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ttl = 2 * time.Second
-	got := lockAsync(ctx, c, "k", WithTTL(ttl), WithAutoRenew(false), WithWaitTimeout(10*time.Second))
-	offering(t, c, "k")
-	if err := a.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := <-got
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	defer r.h.Release(ctx)
+	h2 := releasedToAWaiter(t, c, a, WithTTL(ttl), WithAutoRenew(false), WithWaitTimeout(10*time.Second))
+	defer h2.Release(ctx)
 	if h.sent.Load() == 0 {
 		t.Fatal("the key was not handed over")
 	}
@@ -577,9 +586,9 @@ func TestHandOverSlowAnswerDeadline(t *testing.T) {
 		t.Fatalf("PTTL of the handed lease: %v, %v", pttl, err)
 	}
 	expiry := before.Add(pttl + time.Millisecond)
-	r.h.l.mu.Lock()
-	deadline := r.h.l.deadline
-	r.h.l.mu.Unlock()
+	h2.l.mu.Lock()
+	deadline := h2.l.deadline
+	h2.l.mu.Unlock()
 	if deadline.After(expiry) {
 		t.Errorf("the handed lock believes it holds until %v after the server's expiry (answer delayed %v)",
 			deadline.Sub(expiry), delay)

@@ -1,10 +1,7 @@
 package core
 
 import (
-	"context"
-	"errors"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -22,33 +19,5 @@ func TestReview4HandOverDuplicatedToALeaver(t *testing.T) {
 	h := &handHook{hold: make(chan struct{}), held: make(chan struct{})}
 	c, mr := handClient(t, h)
 	c.be.(*redisBackend).rdb.(*redis.Client).AddHook(dupHook{})
-	ctx := context.Background()
-	a, err := c.Lock(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	got := lockAsync(wctx, c, "k", WithTTL(time.Minute))
-	offering(t, c, "k")
-	released := make(chan error, 1)
-	go func() { released <- a.Release(ctx) }()
-	<-h.held // the hand-over is under way, its waiter reserved
-	cancel()
-	r := <-got
-	if r.err == nil || !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("waiter that gave up: %v, %v", r.h, r.err)
-	}
-	close(h.hold)
-	if err := <-released; err != nil {
-		t.Errorf("releaser of a hand-over sent twice: %v (its lease ended)", err)
-	}
-	deadline := time.Now().Add(3 * time.Second)
-	for mr.Exists("ho:{k}") {
-		if time.Now().After(deadline) {
-			v, _ := mr.Get("ho:{k}")
-			t.Fatalf("3s after the release, the key is still held by %q (TTL %v): a lease nobody knows of (the waiter gave up, the releaser was told 'not held')", v, mr.TTL("ho:{k}"))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	handOverToALeaver(t, c, mr, h)
 }

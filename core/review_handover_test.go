@@ -105,16 +105,8 @@ func TestReviewHandOverObserveNotWoken(t *testing.T) {
 	if i := <-infos; !i.Held || i.Metadata != "a" {
 		t.Fatalf("first report %+v", i)
 	}
-	got := lockAsync(ctx, c, "k", WithTTL(10*time.Second), WithMetadata("b"))
-	offering(t, c, "k")
-	if err := a.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := <-got
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	defer r.h.Release(context.Background())
+	b := releasedToAWaiter(t, c, a, WithTTL(10*time.Second), WithMetadata("b"))
+	defer b.Release(context.Background())
 	if h.handOver.Load() != 1 {
 		t.Logf("%d hand-overs", h.handOver.Load())
 	}
