@@ -1243,8 +1243,7 @@ func (r *redisPubSub) loop(ps *redis.PubSub) {
 		case *redis.Message:
 			r.nt.deliver(m.Channel, m.Payload)
 		case *redis.Subscription:
-			switch m.Kind {
-			case "subscribe":
+			if m.Kind == "subscribe" {
 				r.nt.confirm(m.Channel)
 			}
 		}
