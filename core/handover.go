@@ -156,21 +156,20 @@ func (c *Client) dropHanded(ctx context.Context, to *handOffer, o handOutcome) {
 // handedAlready returns the lock a hand-over handed w (of offer to), if
 // its outcome came: a waiter whose wait ends at that moment takes it (the
 // lock was made; giving it back could race Close's report of it to the
-// Observer). Else nil; an outcome of a failed call gives the token's lease
-// back, and one that comes later is given back by leave's caller.
+// Observer). Else nil: an outcome of a failed call gives the token's lease
+// back, and a hand-over still under way finds w gone (notifier.abandon)
+// and gives back what it hands w itself.
 func (c *Client) handedAlready(w *waiter, to *handOffer) *Lock {
 	if to == nil {
 		return nil
 	}
-	select {
-	case o := <-w.handed:
-		if o.h != nil {
-			return o.h
-		}
-		if o.err != nil {
-			c.dropHanded(to.ctx, to, o)
-		}
-	default:
+	o, took := c.nt.abandon(w)
+	switch {
+	case !took:
+	case o.h != nil:
+		return o.h
+	case o.err != nil:
+		c.dropHanded(to.ctx, to, o)
 	}
 	return nil
 }

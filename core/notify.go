@@ -180,6 +180,29 @@ func (n *notifier) withdraw(ctx context.Context, w *waiter) (o handOutcome, took
 	return <-w.handed, true, nil // settled meanwhile
 }
 
+// abandon ends w's offer for a waiter whose wait is over (its ctx ended,
+// or the Client closed), without waiting: it returns the outcome of a
+// hand-over to w that settled (took true); one still under way finds w
+// gone, and its releaser gives back what it hands w before its handOver
+// returns (so before Close, which waits for it, reports any lock). Decided
+// under the lock settle takes, so a settled lock is always either the
+// waiter's or given back, never both nor neither.
+func (n *notifier) abandon(w *waiter) (o handOutcome, took bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w.offer = nil
+	if w.reserved {
+		w.gone = true
+		return handOutcome{}, false
+	}
+	select {
+	case o = <-w.handed:
+		return o, true
+	default:
+		return handOutcome{}, false
+	}
+}
+
 // A hearing is taken before a caller's first attempt at a key: the key's
 // channel, if notifications on it were heard then, and how many had been
 // delivered on it.
