@@ -234,7 +234,7 @@ func waitBarVerdict(gs [][]*group, lo, hi int, target string) verdict {
 		v.outcome = judged(worst <= 1)
 		v.measured = fmt.Sprintf("worst of %s: %s", count(n, "table"), worstAt)
 	case lo >= 1000:
-		v.measured = "not in this run; a fleet run measures it: go run . -scenario contended -spawn 1 -exclusive -clients 500 -workers 1000 -pool 2 -n 10000000 -max-time 20s"
+		v.measured = "not in this run; a fleet run measures it: go run . -scenario contended -driver latchkey -spawn 1 -exclusive -clients 500 -workers 1000 -pool 2 -n 10000000 -max-time 20s"
 	default:
 		v.measured = "no contended run of latchkey"
 	}
@@ -289,7 +289,7 @@ func starvedVerdict(gs [][]*group) verdict {
 		n += len(g.runs)
 	}
 	if n == 0 {
-		v.measured = "not in this run; a fleet run measures it: go run . -scenario contended -spawn 1 -exclusive -clients 500 -workers 10000 -pool 2 -n 10000000 -max-time 20s"
+		v.measured = "not in this run; a fleet run measures it: go run . -scenario contended -driver latchkey -spawn 1 -exclusive -clients 500 -workers 10000 -pool 2 -n 10000000 -max-time 20s"
 		return v
 	}
 	v.outcome = judged(starved == 0)
