@@ -289,7 +289,7 @@ func starvedVerdict(gs [][]*group) verdict {
 		n += len(g.runs)
 	}
 	if n == 0 {
-		v.measured = "not in this run; a fleet run measures it: go run . -scenario contended -driver latchkey -spawn 1 -exclusive -clients 500 -workers 10000 -pool 2 -n 10000000 -max-time 20s"
+		v.measured = "not in this run; a fleet run measures it: go run . -scenario contended -driver latchkey -spawn 1 -exclusive -clients 500 -workers 10000 -pool 2 -n 100000000 -max-time 30s -wait-timeout 30s (each turn of 10,000 waiters takes longer than the default 10 s wait)"
 		return v
 	}
 	v.outcome = judged(starved == 0)
