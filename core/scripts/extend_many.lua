@@ -4,7 +4,9 @@
 -- KEYS[i] lease i
 -- ARGV[1] the ttl ms   ARGV[i+1] token of lease i
 -- Returns, per lease, 1 when held by its token (it now lasts at least the
--- ttl), 0 when held by another token, -1 when there is no lease.
+-- ttl), 0 when held by another token, -1 when there is no lease (or the
+-- key holds something other than a string, which no lease is: MGET reads it
+-- as absent, where extend.lua's GET fails).
 --
 -- On Redis 7, PEXPIRE GT extends a lease only if that makes it longer, in
 -- one call; older servers refuse the option, and the script then reads the
