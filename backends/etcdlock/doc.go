@@ -34,7 +34,9 @@
 //     it its whole TTL again, and the key is checked not to have changed
 //     meanwhile; if the TTL asked for is longer than that lease's, the key
 //     moves to the new, longer lease, which is then renewed once more, and
-//     the old lease is revoked.
+//     the old lease is revoked. A move whose answer was lost leaves the
+//     new lease to its TTL (renewed once more, best effort), never
+//     revoked: it may carry the holder's key.
 //   - Extend reads the key (another token, or none: core.ErrNotHeld),
 //     renews its etcd lease (KeepAliveOnce), and then checks that the key
 //     is unchanged, so that the lease renewed was the key's at that moment.

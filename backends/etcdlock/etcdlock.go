@@ -100,6 +100,16 @@ func (b *backend) bound(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, b.timeout)
 }
 
+// keepMoved restarts the clock of g, onto which a move of a held key was
+// committed or perhaps committed (its answer lost), as after a move that
+// was answered: a renewal of the old lease that landed after g was granted
+// is covered. Best effort and bounded; g is left to its TTL either way.
+func (b *backend) keepMoved(ctx context.Context, g clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revokeTimeout)
+	defer cancel()
+	_, _ = b.lease.KeepAliveOnce(ctx, g)
+}
+
 // ttlSeconds is d in whole seconds, rounded up, at least one: an etcd
 // lease never ends before the TTL the Client asked for.
 func ttlSeconds(d time.Duration) int64 {
@@ -141,7 +151,9 @@ func (b *backend) revoke(ctx context.Context, id int64) {
 // queued ahead, is contention — a fair caller with Enqueue then queues
 // (enqueue), and the head of the queue takes a free key (take). The
 // granted lease is revoked unless the key ends up on it — also when the
-// answer was lost, so that a creation that did happen is undone.
+// answer was lost, so that a creation that did happen is undone (nobody
+// holds it: the caller is told the acquisition failed) — but never after a
+// re-entry's move whose answer was lost: the key it moved is its holder's.
 func (b *backend) Acquire(ctx context.Context, req core.AcquireRequest) (core.AcquireResult, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
@@ -199,6 +211,7 @@ func (b *backend) Acquire(ctx context.Context, req core.AcquireRequest) (core.Ac
 				continue
 			}
 			if err != nil {
+				keep = moved // the key may be on g (reenter): revoking g would delete it
 				return core.AcquireResult{}, err
 			}
 			keep = moved
@@ -244,7 +257,9 @@ var errChanged = errors.New("etcdlock: the key changed")
 // (its remaining time becomes its whole TTL: never shorter than before,
 // never shorter than g). Otherwise the key moves to g, which is then
 // renewed, so that it lasts a whole TTL longer than the old one from now
-// on; the old lease is revoked. moved reports the second case.
+// on; the old lease is revoked. moved reports the second case, and also a
+// move whose answer was lost (with err): g may then carry the key, and the
+// caller must not revoke it.
 func (b *backend) reenter(ctx context.Context, key string, kv *mvccpb.KeyValue, val string, g *clientv3.LeaseGrantResponse) (moved bool, err error) {
 	unchanged := clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
 	ka, err := b.lease.KeepAliveOnce(ctx, clientv3.LeaseID(kv.Lease))
@@ -274,7 +289,11 @@ func (b *backend) reenter(ctx context.Context, key string, kv *mvccpb.KeyValue, 
 	resp, err := b.kv.Txn(ctx).If(unchanged).Then(clientv3.OpPut(key, val, clientv3.WithLease(g.ID))).Commit()
 	switch {
 	case err != nil:
-		return false, err
+		// The move's fate is unknown: g may carry the holder's key. It is
+		// never revoked (that would delete the key: review 8), and its
+		// clock restarts as after a move that was answered.
+		b.keepMoved(ctx, g.ID)
+		return true, err
 	case !resp.Succeeded:
 		return false, errChanged
 	}
@@ -341,11 +360,12 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 			return 0, err
 		}
 		tr, err := b.kv.Txn(ctx).If(unchanged).Then(clientv3.OpPut(key, string(kv.Value), clientv3.WithLease(g.ID))).Commit()
-		if err != nil || !tr.Succeeded {
+		if err != nil {
+			b.keepMoved(ctx, g.ID) // the move's fate is unknown: as in reenter
+			return 0, err
+		}
+		if !tr.Succeeded {
 			b.revoke(ctx, int64(g.ID))
-			if err != nil {
-				return 0, err
-			}
 			continue
 		}
 		_, _ = b.lease.KeepAliveOnce(ctx, g.ID)

@@ -205,6 +205,7 @@ func (b *backend) SetRecordIfNewer(ctx context.Context, key, value string, order
 		}
 		tr, err := b.kv.Txn(ctx).If(cmp).Then(clientv3.OpPut(k, encodeRecord(value, order, true), clientv3.WithLease(g.ID))).Commit()
 		if err != nil {
+			g = nil // the put's fate is unknown: g may carry the record (revoking g would delete it); left to its TTL
 			return false, err
 		}
 		if tr.Succeeded {
