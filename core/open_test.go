@@ -230,3 +230,82 @@ func ExampleNew() {
 	// running alone
 	// <nil>
 }
+
+// fairMap is mapBackend declaring CapFair: a caller not served with
+// Enqueue is told it is queued (no queue is kept: enough to wait fairly),
+// and every Release is recorded.
+type fairMap struct {
+	*mapBackend
+	mu       sync.Mutex
+	released []string // the tokens of Release calls
+}
+
+func (f *fairMap) Capabilities() core.Capability { return core.CapFair }
+
+func (f *fairMap) Acquire(ctx context.Context, req core.AcquireRequest) (core.AcquireResult, error) {
+	r, err := f.mapBackend.Acquire(ctx, req)
+	if err == nil && !r.Acquired && req.Enqueue {
+		r.Queued = true
+	}
+	return r, err
+}
+
+func (f *fairMap) Release(ctx context.Context, key, token string) (bool, error) {
+	f.mu.Lock()
+	f.released = append(f.released, token)
+	f.mu.Unlock()
+	return f.mapBackend.Release(ctx, key, token)
+}
+
+func (f *fairMap) releasedBy(token string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range f.released {
+		if t == token {
+			return true
+		}
+	}
+	return false
+}
+
+// A fair waiter under a caller's token (WithToken) that gives up releases
+// nothing on a backend of New, as WithToken promises: the only way out of
+// a queue there is a Release of the token, and by then another process
+// may hold the lease under that token (it claimed the grant). As first
+// built, the waiter released it: review 9 found a ZooKeeper waiter deleting
+// the lease its twin had just been granted, and a third Client taking the
+// key while the twin believed it held it. A waiter under a token of its
+// own still leaves its queue with a Release.
+func TestNewGivenTokenWaiterReleasesNothing(t *testing.T) {
+	fm := &fairMap{mapBackend: newMapBackend()}
+	c, err := core.New(fm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	h, err := c.TryLock(ctx, "k", core.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(ctx)
+
+	_, err = c.Lock(ctx, "k", core.WithToken("job-t"), core.WithFair(), core.WithWaitTimeout(150*time.Millisecond))
+	if !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("the waiter under job-t: %v, want ErrNotAcquired", err)
+	}
+	if fm.releasedBy("job-t") {
+		t.Error("a waiter under a caller's token that gave up released the token's lease (another process may hold it)")
+	}
+
+	_, err = c.Lock(ctx, "k", core.WithFair(), core.WithWaitTimeout(150*time.Millisecond))
+	if !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("the waiter under its own token: %v, want ErrNotAcquired", err)
+	}
+	fm.mu.Lock()
+	n := len(fm.released)
+	fm.mu.Unlock()
+	if n == 0 {
+		t.Error("a waiter under a token of its own that gave up did not leave its queue (no Release)")
+	}
+}

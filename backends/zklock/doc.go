@@ -163,7 +163,10 @@
 // library does not tell it): ask within the server's minSessionTimeout and
 // maxSessionTimeout. A token's lease lives in the session that created
 // it: re-entering it by token from another session (WithToken in another
-// process) is refused with an error rather than vouched for. ZooKeeper
+// process) is refused with an error rather than vouched for, and another
+// session's node under the token, held or queued, is never adopted nor
+// deleted from this one (a TryLock or a waiter that gives up leaves it to
+// its owner). ZooKeeper
 // sequence numbers are 32-bit per key node: a key node that is never
 // empty wraps after 2^31 acquisitions. Waiters and OldestWait come from
 // the queued nodes (OldestWait from the server's ctime, read by the local

@@ -284,22 +284,60 @@ func (b *backend) again(ctx context.Context, lock string, req core.AcquireReques
 			return core.AcquireResult{}, false, nil
 		}
 		return r, true, err
+	}
+	holderTTL := b.s.holderTTL(kids[0].path, time.Now())
+	if e == nil || e.path != path {
+		// A queued node of the token that this process does not know:
+		// its own (a fair waiter's whose entry is gone, or a leftover)
+		// only if this session made it. Another session's is another
+		// process's, under a token shared with WithToken: it is never
+		// adopted nor deleted here, and this caller is neither served
+		// nor queued (as first built, it was taken for a leftover and
+		// deleted, or adopted as this process's queued node — and then
+		// deleted as this process's waiter gave up, when its owner may
+		// hold the lease by then).
+		mine, err := b.owns(ctx, path)
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			b.s.drop(path)
+			return core.AcquireResult{}, false, nil
+		case err != nil:
+			return core.AcquireResult{}, true, err
+		case !mine:
+			return core.AcquireResult{HolderTTL: holderTTL}, true, nil
+		}
+	}
+	switch {
 	case req.Fair:
 		if e == nil || e.path != path {
 			e = &entry{key: req.Key, token: req.Token, path: path, sid: b.conn.SessionID(), meta: req.Metadata}
 		}
 		e.asked = time.Now()
 		b.s.put(e)
-		return core.AcquireResult{Queued: true, HolderTTL: b.s.holderTTL(kids[0].path, time.Now())}, true, nil
+		return core.AcquireResult{Queued: true, HolderTTL: holderTTL}, true, nil
 	case e == nil:
-		// A leftover of an attempt that failed, not a fair waiter of
-		// this process: not acquired, and it leaves nothing behind.
+		// A leftover of an attempt of this session that failed, not a
+		// fair waiter of this process: not acquired, and it leaves
+		// nothing behind.
 		if err := b.delete(ctx, path); err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return core.AcquireResult{}, true, fmt.Errorf("zklock: delete %s: %w", path, err)
 		}
 		b.s.drop(path)
 	}
-	return core.AcquireResult{HolderTTL: b.s.holderTTL(kids[0].path, time.Now())}, true, nil
+	return core.AcquireResult{HolderTTL: holderTTL}, true, nil
+}
+
+// owns reports whether this session made the node at path (an ephemeral
+// node never changes owner). zk.ErrNoNode if it is gone.
+func (b *backend) owns(ctx context.Context, path string) (bool, error) {
+	_, stat, err := b.get(ctx, path)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		return false, err
+	case err != nil:
+		return false, fmt.Errorf("zklock: read %s: %w", path, err)
+	}
+	return stat.EphemeralOwner == b.conn.SessionID(), nil
 }
 
 // claim takes the lease of path, the lowest node, for req: a new
@@ -480,6 +518,17 @@ func (b *backend) Release(ctx context.Context, key, token string) (bool, error) 
 			return false, nil
 		}
 		path, held = kids[i].path, i == 0 && !b.s.isDead(kids[i].path)
+		// Only a node of this session: another session's node under the
+		// token is another process's lease or place (WithToken), never
+		// released from here.
+		switch mine, err := b.owns(ctx, path); {
+		case errors.Is(err, zk.ErrNoNode):
+			return false, nil
+		case err != nil:
+			return false, err
+		case !mine:
+			return false, nil
+		}
 	}
 	err := b.delete(ctx, path)
 	switch {
