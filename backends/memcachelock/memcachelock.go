@@ -238,7 +238,7 @@ func (b *backend) Acquire(ctx context.Context, req core.AcquireRequest) (core.Ac
 		switch err := b.mc.CompareAndSwap(it); {
 		case err == nil:
 			return core.AcquireResult{Acquired: true, Fence: next.fence}, nil
-		case errors.Is(err, memcache.ErrCASConflict), errors.Is(err, memcache.ErrNotStored):
+		case errors.Is(err, memcache.ErrCASConflict), gone(err):
 			continue // changed or gone since the read: look again
 		default:
 			return core.AcquireResult{}, wrap(err)
@@ -315,8 +315,8 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 		switch err := b.mc.CompareAndSwap(it); {
 		case err == nil:
 			return ttl, nil
-		case errors.Is(err, memcache.ErrCASConflict), errors.Is(err, memcache.ErrNotStored):
-			continue
+		case errors.Is(err, memcache.ErrCASConflict), gone(err):
+			continue // changed or gone since the read: the next read says which
 		default:
 			return 0, wrap(err)
 		}
@@ -346,7 +346,7 @@ func (b *backend) Release(ctx context.Context, key, token string) (bool, error) 
 		switch err := b.mc.CompareAndSwap(it); {
 		case err == nil:
 			return true, nil
-		case errors.Is(err, memcache.ErrNotStored): // expired meanwhile
+		case gone(err): // expired meanwhile
 			return false, nil
 		case errors.Is(err, memcache.ErrCASConflict): // extended or re-entered meanwhile
 			continue
@@ -411,3 +411,14 @@ func (b *backend) Inspect(ctx context.Context, key string) (core.Info, error) {
 // Close does nothing: the backend owns no resource (the memcache.Client is
 // the caller's).
 func (b *backend) Close() error { return nil }
+
+// gone reports whether a compare-and-swap found its item gone since the
+// read: memcached answers NOT_FOUND to a cas on a missing item (gomemcache:
+// ErrCacheMiss), not NOT_STORED; both are taken here. As first built, only
+// NOT_STORED was, and an item that expired or was evicted between the read
+// and the cas made the call fail as an outage (review 10) — a Release or
+// Extend said ErrUnavailable instead of ErrNotHeld, and a WithToken
+// re-entry of a lapsed lease failed instead of taking the free key.
+func gone(err error) bool {
+	return errors.Is(err, memcache.ErrCacheMiss) || errors.Is(err, memcache.ErrNotStored)
+}

@@ -249,7 +249,7 @@ func (b *backend) SetRecordIfNewer(ctx context.Context, key, value string, order
 		switch {
 		case err == nil:
 			return true, nil
-		case errors.Is(err, memcache.ErrNotStored), errors.Is(err, memcache.ErrCASConflict):
+		case gone(err), errors.Is(err, memcache.ErrCASConflict):
 			continue // added, changed or gone meanwhile: look again
 		}
 		return false, wrap(err)
