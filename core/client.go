@@ -542,18 +542,13 @@ func pollDelay(retries int, holderTTL time.Duration) time.Duration {
 // (nobody else holds with it). Under a caller's token (WithToken), a lease
 // of the token may be another process's, one that claimed the grant: the
 // waiter only leaves the queue, passing on a grant not claimed yet, where
-// the backend can (queueLeaver). Elsewhere (a backend of New, whose only
-// way out of a queue is a Release, which would delete that process's
-// lease) it releases nothing: it stops asking, and its place lapses as
-// the backend lets an idle waiter's place lapse (review 9 found the
-// release deleting the lease of another process holding the token).
+// the backend can (queueLeaver); elsewhere leases of the token in this
+// Client are told first, as a Release tells its twins.
 func (c *Client) leaveQueue(ctx context.Context, n names, tok string) {
-	if n.given {
-		if ql, ok := c.be.(queueLeaver); ok {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-			defer cancel()
-			_ = ql.leave(ctx, n, tok)
-		}
+	if ql, ok := c.be.(queueLeaver); ok && n.given {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		_ = ql.leave(ctx, n, tok)
 		return
 	}
 	id := leaseID{n.lease, tok}

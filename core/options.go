@@ -206,9 +206,7 @@ func WithFair() SharedOption {
 // its holder's. Where no answer came to say which (a timeout, a Redlock
 // node that did not answer), what it may have set lapses at its TTL. A
 // waiter under the token that gives up leaves the queue and releases
-// nothing (a grant to the token not claimed yet is passed on; on a backend
-// of New, which has no way out of a queue but a release, it stops asking
-// and its place lapses as the backend lets an idle waiter's lapse). Hand
+// nothing (a grant to the token not claimed yet is passed on). Hand
 // a token over to a process that takes the work over, not to one that
 // goes on sharing it. Tokens are 1 to
 // MaxTokenLen bytes of ASCII letters, digits and "-_.:". Use Lock.Token to
