@@ -223,7 +223,15 @@ func (b *backend) Acquire(ctx context.Context, req core.AcquireRequest) (core.Ac
 	}
 	switch i := findPath(kids, path); {
 	case i == 0:
-		return b.claim(ctx, path, req)
+		r, err := b.claim(ctx, path, req)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			// The node this call made is the lease, and the call failed
+			// before the lease was recorded: nobody would release it
+			// (core takes a failed attempt's lease back only under a
+			// token of its own). The reaper takes it (review 11).
+			b.abandon(path, sid, req)
+		}
+		return r, err
 	case i < 0:
 		return core.AcquireResult{}, fmt.Errorf("zklock: node %s vanished as it was created (session expired?)", path)
 	case req.Enqueue:
