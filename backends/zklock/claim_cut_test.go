@@ -107,6 +107,9 @@ func TestGivenTokenClaimCutShortLeavesNoLease(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	if cut == 0 {
+		t.Fatal("no try cut W's call short: the test tested nothing (the proxy's lag or the watch's timing no longer lands in the call)")
+	}
 	t.Logf("%d of 30 tries cut W's call short", cut)
 }
 
