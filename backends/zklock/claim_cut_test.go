@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/latchkey/latchkey/backends/zklock"
 	"github.com/latchkey/latchkey/core"
+	"github.com/latchkey/latchkey/internal/faultnet"
 )
 
 // A waiter under a caller's token (WithToken) that queued (it starved:
@@ -35,7 +34,9 @@ func TestGivenTokenClaimCutShortLeavesNoLease(t *testing.T) {
 	watch := connect(t, s.addr, sessionTimeout)
 	h, c := newClient(t), newClient(t)
 	const lag = 50 * time.Millisecond
-	wconn := connect(t, startLagProxy(t, s.addr, lag), sessionTimeout)
+	px := faultnet.Start(t, s.addr)
+	px.Delay(faultnet.Down, lag, 0) // every answer to W comes lag late
+	wconn := connect(t, px.Addr(), sessionTimeout)
 	w, err := zklock.New(wconn, zklock.WithSessionTimeout(sessionTimeout), zklock.WithRoot(testRoot))
 	if err != nil {
 		t.Fatal(err)
@@ -111,55 +112,4 @@ func TestGivenTokenClaimCutShortLeavesNoLease(t *testing.T) {
 		t.Fatal("no try cut W's call short: the test tested nothing (the proxy's lag or the watch's timing no longer lands in the call)")
 	}
 	t.Logf("%d of 30 tries cut W's call short", cut)
-}
-
-func startLagProxy(t *testing.T, to string, lag time.Duration) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", to)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			t.Cleanup(func() { c.Close(); s.Close() })
-			go func() { _, _ = io.Copy(s, c); s.Close() }()
-			type chunk struct {
-				b  []byte
-				at time.Time
-			}
-			ch := make(chan chunk, 1024)
-			go func() {
-				defer close(ch)
-				for {
-					buf := make([]byte, 64<<10)
-					n, err := s.Read(buf)
-					if n > 0 {
-						ch <- chunk{buf[:n], time.Now().Add(lag)}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-			go func() {
-				defer c.Close()
-				for k := range ch {
-					time.Sleep(time.Until(k.at))
-					if _, err := c.Write(k.b); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return l.Addr().String()
 }
