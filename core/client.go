@@ -545,7 +545,7 @@ func pollDelay(retries int, holderTTL time.Duration) time.Duration {
 // the backend can (queueLeaver); elsewhere leases of the token in this
 // Client are told first, as a Release tells its twins.
 func (c *Client) leaveQueue(ctx context.Context, n names, tok string) {
-	if ql, ok := c.be.(queueLeaver); ok && n.given {
+	if ql, ok := c.be.(queueLeaver); ok && n.given && ql.canLeave(n) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
 		_ = ql.leave(ctx, n, tok)

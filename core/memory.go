@@ -256,18 +256,59 @@ func (m *memoryBackend) release(_ context.Context, n names, token string) (bool,
 		m.mu.Unlock()
 		return false, nil
 	}
-	delete(m.leases, n.lease)
-	payload := "r:"
-	if q := m.queue(n, now); q != nil { // grant to the first fair waiter
-		head := q.order[0]
-		m.leaveQueue(n, head)
-		m.fences[n.fence]++
-		m.leases[n.lease] = memLease{value: head + "|", expires: now.Add(fairClaim)} // a grant (see release.lua)
-		payload = grantPrefix + head
-	}
+	payload := m.vacate(n, now)
 	m.mu.Unlock()
 	m.nt.deliver(n.lease, payload)
 	return true, nil
+}
+
+// vacate deletes n's lease and grants the key to the first fair waiter,
+// if any; it returns the notification to send. Called with m.mu held.
+func (m *memoryBackend) vacate(n names, now time.Time) string {
+	delete(m.leases, n.lease)
+	q := m.queue(n, now)
+	if q == nil {
+		return "r:"
+	}
+	head := q.order[0]
+	m.leaveQueue(n, head)
+	m.fences[n.fence]++
+	m.leases[n.lease] = memLease{value: head + "|", expires: now.Add(fairClaim)} // a grant (see release.lua)
+	return grantPrefix + head
+}
+
+func (m *memoryBackend) canLeave(names) bool { return true }
+
+// leave takes token out of n's queue (see queueLeaver); a grant to token
+// not claimed yet is passed on, a lease, hold or permit of the token
+// stays.
+func (m *memoryBackend) leave(_ context.Context, n names, token string) error {
+	m.mu.Lock()
+	now := time.Now()
+	waited := m.leaveQueue(n, token)
+	payload := ""
+	switch {
+	case n.limit > 0:
+		if waited { // those behind it may be served now
+			payload = "r:"
+		}
+	case n.rw():
+		if waited {
+			payload = "r:"
+			if m.writersWaiting(n, now) {
+				payload = grantPrefix + m.queues[n.queue].order[0]
+			}
+		}
+	default:
+		if ml, ok := m.live(n.lease, now); ok && ml.value == token+"|" { // its grant
+			payload = m.vacate(n, now)
+		}
+	}
+	m.mu.Unlock()
+	if payload != "" {
+		m.nt.deliver(n.lease, payload)
+	}
+	return nil
 }
 
 func (m *memoryBackend) inspect(_ context.Context, n names) (Info, error) {

@@ -165,8 +165,9 @@ type AcquireRequest struct {
 	// Enqueue, with Fair (a Lock, not a TryLock): a caller not served
 	// joins the key's queue (Queued) and keeps its place while it asks
 	// again at least every second. A queued caller that gives up leaves
-	// the queue with Release of its token. Without Enqueue a caller not
-	// served leaves nothing behind.
+	// the queue with Release of its token, or, under a caller's token
+	// (WithToken), with QueueLeaver's Leave where the backend has it.
+	// Without Enqueue a caller not served leaves nothing behind.
 	Enqueue bool
 }
 
@@ -227,6 +228,24 @@ type RecordStore interface {
 	SetRecordIfNewer(ctx context.Context, key, value string, order int64, ttl time.Duration) (bool, error)
 }
 
+// A QueueLeaver is a Backend with CapFair whose queued callers can leave
+// a key's queue without releasing what their token holds.
+//
+// A caller that gives up waiting leaves the queue with Release of its
+// token, which also deletes a lease of that token. Under a token of the
+// Client's own that lease can only be a leftover of the caller's own
+// attempts. Under a caller's token (WithToken) it may be another
+// process's, one that shares the token and took the key just as this
+// caller gave up: Release would delete it, and that holder would not be
+// told. A Client calls Leave instead, on a backend that has it.
+type QueueLeaver interface {
+	// Leave takes token out of key's queue, if it is there, as Release
+	// does, and changes nothing else: a lease of token stays. A key the
+	// store handed to token that nobody has taken yet (a grant still to
+	// be claimed) is passed on as Release would pass it on.
+	Leave(ctx context.Context, key, token string) error
+}
+
 // New returns a Client whose leases live in b: a backend written outside
 // this package (see Backend, and the backends under
 // github.com/latchkey/latchkey/backends). The error is ErrInvalidOption
@@ -246,6 +265,9 @@ func New(b Backend, opts ...Option) (*Client, error) {
 	}
 	caps := b.Capabilities() &^ CapPrimitives // not offered to open backends yet
 	ob := &openBackend{b: b, caps: caps}
+	if caps&CapFair != 0 {
+		ob.leaver, _ = b.(QueueLeaver)
+	}
 	var missing []string
 	if caps&CapNotify != 0 {
 		if ob.notify, _ = b.(Notifier); ob.notify == nil {
@@ -283,6 +305,7 @@ type openBackend struct {
 	notify Notifier
 	list   Lister
 	rec    RecordStore
+	leaver QueueLeaver // nil unless the backend has it (and CapFair)
 	nt     *notifier
 
 	// A Subscribe that failed is retried in the background until it
@@ -357,6 +380,12 @@ func (o *openBackend) release(ctx context.Context, n names, token string) (bool,
 		o.nt.deliver(n.lease, "r:")
 	}
 	return ok, err
+}
+
+func (o *openBackend) canLeave(names) bool { return o.leaver != nil }
+
+func (o *openBackend) leave(ctx context.Context, n names, token string) error {
+	return o.leaver.Leave(ctx, n.lease, token)
 }
 
 func (o *openBackend) inspect(ctx context.Context, n names) (Info, error) {

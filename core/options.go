@@ -206,12 +206,12 @@ func WithFair() SharedOption {
 // its holder's. Where no answer came to say which (a timeout, a Redlock
 // node that did not answer), what it may have set lapses at its TTL. A
 // waiter under the token that gives up leaves the queue and releases
-// nothing (a grant to the token not claimed yet is passed on) — on Redis;
-// in memory and on a backend of New, whose only way out of a queue is a
-// Release, it releases the token: this Client's handles of it are told
-// (Lost) first, but a lease another process holds under the token ends
-// without a word (zklock excepted: it never touches another session's
-// node). Hand
+// nothing (a grant to the token not claimed yet is passed on) — on Redis,
+// in memory and on a backend of New that is a QueueLeaver (etcdlock). On
+// one that is not, whose only way out of a queue is a Release, it
+// releases the token: this Client's handles of it are told (Lost) first,
+// but a lease another process holds under the token ends without a word
+// (zklock is safe anyway: it never touches another session's node). Hand
 // a token over to a process that takes the work over, not to one that
 // goes on sharing it. Tokens are 1 to
 // MaxTokenLen bytes of ASCII letters, digits and "-_.:". Use Lock.Token to

@@ -852,10 +852,14 @@ func (b *redisBackend) leave(ctx context.Context, n names, token string) error {
 }
 
 // A queueLeaver can take a waiter out of a key's queue without releasing
-// what its token holds (see redisBackend.leave).
+// what its token holds (see redisBackend.leave), for the names canLeave
+// accepts.
 type queueLeaver interface {
+	canLeave(n names) bool
 	leave(ctx context.Context, n names, token string) error
 }
+
+func (b *redisBackend) canLeave(names) bool { return true }
 
 // releaseNonce returns a value unique to one release (64 random bits).
 func releaseNonce() string {

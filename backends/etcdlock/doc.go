@@ -79,7 +79,10 @@
 //     waiter across all processes: the head.
 //   - A waiter that gives up leaves with Release of its token, which
 //     deletes its entry: the next one's process sees it and, if the key
-//     is free, wakes that waiter. A waiter that dies without leaving (its
+//     is free, wakes that waiter. Under a caller's token (core.WithToken)
+//     it leaves with Leave (core.QueueLeaver), which deletes the entry
+//     alone: another process that shares the token and took the key just
+//     then keeps it. A waiter that dies without leaving (its
 //     process or connection gone) stops renewing its entry, which etcd
 //     deletes within 3 s: no longer does it hold the key up.
 //   - A waiter asking again, still queued, costs a read and a keep-alive

@@ -79,9 +79,10 @@ type backend struct {
 }
 
 var (
-	_ core.Backend  = (*backend)(nil)
-	_ core.Notifier = (*backend)(nil)
-	_ core.Lister   = (*backend)(nil)
+	_ core.Backend     = (*backend)(nil)
+	_ core.Notifier    = (*backend)(nil)
+	_ core.Lister      = (*backend)(nil)
+	_ core.QueueLeaver = (*backend)(nil)
 )
 
 func (b *backend) Capabilities() core.Capability {

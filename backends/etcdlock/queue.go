@@ -261,11 +261,27 @@ func (b *backend) stillQueued(ctx context.Context, req core.AcquireRequest) (r c
 // leave deletes token's queue entry of key, if any, and revokes its etcd
 // lease; best effort (the entry expires anyway).
 func (b *backend) leave(ctx context.Context, key, token string) {
+	_ = b.Leave(ctx, key, token)
+}
+
+// Leave takes token out of key's queue (core.QueueLeaver): it deletes the
+// token's queue entry, if any, and revokes the entry's etcd lease, as
+// Release does, and leaves the key itself be: a waiter under a token
+// shared with another process (core.WithToken) that gives up just as the
+// other claimed the key does not delete the other's lease. There is no
+// grant to pass on: the head of a queue takes a free key itself.
+func (b *backend) Leave(ctx context.Context, key, token string) error {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
 	b.dropLocal(key, token)
 	resp, err := b.kv.Delete(ctx, entryKey(key, token), clientv3.WithPrevKV())
-	if err == nil && len(resp.PrevKvs) > 0 && resp.PrevKvs[0].Lease != 0 {
+	if err != nil {
+		return err
+	}
+	if len(resp.PrevKvs) > 0 && resp.PrevKvs[0].Lease != 0 {
 		b.revoke(ctx, resp.PrevKvs[0].Lease)
 	}
+	return nil
 }
 
 // waiters reads the length of key's queue and how long its head has
