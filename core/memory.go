@@ -149,8 +149,13 @@ func (m *memoryBackend) acquire(_ context.Context, n names, token, value string,
 	}
 	if ml, ok := m.live(n.lease, now); ok {
 		if owns(ml.value, token) { // re-entry, or the claim of a fair grant
-			if fair {
+			if fair || ml.value == token+"|" {
+				// A grant is claimed by any acquisition under its token,
+				// fair or not, as in acquire.lua: leave tells a grant
+				// still to be claimed by its value (review 12).
 				ml.value = value
+			}
+			if fair {
 				m.leaveQueue(n, token)
 			}
 			if e := now.Add(ttl); e.After(ml.expires) { // never shorter than it was
