@@ -48,6 +48,7 @@ var (
 	// nothing to read it from. Do not retry blindly: look the order up by
 	// its own key first (see the package documentation, "When the answer
 	// is lost"). An error before the statement was sent is never this one.
+	// Versioned.Put returns it too, for a put whose answer was lost.
 	ErrOutcomeUnknown = errors.New("dbguard: outcome unknown")
 
 	// ErrNilDB: New or VersionsInSQL was given a nil *sql.DB.

@@ -71,6 +71,14 @@ func (v *Versioned) Get(ctx context.Context, key string) ([]byte, int64, error) 
 // over the whole int64 range, on every store; a negative version, or
 // math.MaxInt64 (which has no next version), returns ErrInvalidVersion
 // and writes nothing. A nil value is stored as an empty one.
+//
+// A Put sent whose answer was lost (a connection reset or killed, ctx
+// ending while it was in flight) returns an error matching
+// ErrOutcomeUnknown: it may have been written. Every other error means
+// nothing was. Do not redo the change blindly after ErrOutcomeUnknown: Get
+// shows the value and version now, whoever wrote them. On Redis a put that
+// go-redis sends again after a lost answer (MaxRetries) recognises its own
+// write and succeeds.
 func (v *Versioned) Put(ctx context.Context, key string, value []byte, version int64) error {
 	if err := validName(key, ErrInvalidKey, "key"); err != nil {
 		return err
@@ -82,6 +90,9 @@ func (v *Versioned) Put(ctx context.Context, key string, value []byte, version i
 		value = []byte{}
 	}
 	ok, err := v.s.put(ctx, key, value, version)
+	if errors.Is(err, ErrOutcomeUnknown) { // names the key already
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("dbguard: put %q: %w", key, err)
 	}
@@ -96,8 +107,9 @@ func (v *Versioned) Put(ctx context.Context, key string, value []byte, version i
 // version it read. When another writer went first it starts over, after a
 // jittered backoff, at most DefaultRetryBudget+1 times in all; then it returns ErrBusy
 // (matching ErrVersionConflict too). An error from fn ends it at once,
-// with nothing written. fn may run several times: keep it free of side
-// effects.
+// with nothing written; so does an error of Put, ErrOutcomeUnknown
+// included (the change may have been written once: never twice). fn may
+// run several times: keep it free of side effects.
 func (v *Versioned) Update(ctx context.Context, key string, fn func(old []byte, found bool) ([]byte, error)) error {
 	if fn == nil {
 		return fmt.Errorf("%w: nil update func", ErrInvalidOption)

@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 
@@ -79,9 +81,39 @@ func (s *redisVersions) get(ctx context.Context, key string) ([]byte, int64, boo
 }
 
 func (s *redisVersions) put(ctx context.Context, key string, value []byte, version int64) (bool, error) {
-	n, err := versionedPut.Run(ctx, s.rdb, []string{s.key(key)}, value, strconv.FormatInt(version, 10)).Int64()
-	if errors.Is(err, redis.Nil) {
+	live := ctx.Err() == nil
+	// The put's id lets a put sent again (its answer lost) know its own
+	// write (see versioned_put.lua).
+	id := strconv.FormatUint(rand.Uint64(), 36)
+	n, err := versionedPut.Run(ctx, s.rdb, []string{s.key(key)}, value,
+		strconv.FormatInt(version, 10), id, strconv.FormatInt(version+1, 10)).Int64()
+	switch {
+	case errors.Is(err, redis.Nil):
 		return false, nil
+	case err != nil && live && maySent(err):
+		// Sent, perhaps run, and the answer lost (go-redis sent it again
+		// as many times as MaxRetries allows): it may have been written.
+		return false, &unknownOutcome{what: fmt.Sprintf("put %q", key), err: err}
 	}
 	return n == 1, err
+}
+
+// maySent reports whether err, from a call made while its context was
+// live, leaves open whether Redis ran the command: false for an error
+// reply of the server (it refused the command), and for failures before
+// anything was sent (no connection from the pool, a closed client, a dial
+// that failed); true otherwise — a connection that broke, a read that
+// timed out, the context ending while the call was in flight.
+func maySent(err error) bool {
+	var re redis.Error
+	var op *net.OpError
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return true
+	case errors.As(err, &re), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
+		return false
+	case errors.As(err, &op) && op.Op == "dial":
+		return false
+	}
+	return true
 }

@@ -105,6 +105,7 @@ func (s *sqlVersions) get(ctx context.Context, key string) ([]byte, int64, bool,
 func (s *sqlVersions) put(ctx context.Context, key string, value []byte, version int64) (bool, error) {
 	var res sql.Result
 	var err error
+	live := ctx.Err() == nil
 	if version == 0 {
 		res, err = s.db.ExecContext(ctx, s.create, key, value)
 		if duplicateKey(s.d, err) {
@@ -112,6 +113,9 @@ func (s *sqlVersions) put(ctx context.Context, key string, value []byte, version
 		}
 	} else {
 		res, err = s.db.ExecContext(ctx, s.update, value, key, version)
+	}
+	if mayHaveCommitted(live, err) { // the statement commits by itself
+		return false, &unknownOutcome{what: fmt.Sprintf("put %q", key), err: err}
 	}
 	if err != nil {
 		return false, err
