@@ -129,5 +129,6 @@
 // NewVersioned gives the same compare-and-set for data other than stock,
 // on a SQL table (VersionsInSQL) or on Redis (VersionsInRedis, one Lua
 // script): Get returns a value and its version; Put(key, value, version)
-// fails with ErrVersionConflict if the version moved.
+// fails with ErrVersionConflict if the version moved, and with
+// ErrOutcomeUnknown if its answer was lost (it may have been written).
 package dbguard

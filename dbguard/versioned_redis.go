@@ -29,7 +29,9 @@ var (
 const DefaultVersionsPrefix = "dbguard"
 
 // VersionsInRedis returns a VersionStore on Redis: key K is the hash
-// "<prefix>:{K}" with fields v (the value) and ver (the version), and Put is
+// "<prefix>:{K}" with fields v (the value), ver (the version) and w (the
+// last put's random id, by which a put sent again after a lost answer
+// knows its own write), and Put is
 // one Lua compare-and-set on ver (EVALSHA) that compares versions as
 // decimal strings and bumps them with HINCRBY, so they are exact over the
 // whole int64 range (Lua's numbers are doubles, exact only to 2^53: no
