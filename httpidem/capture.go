@@ -43,6 +43,7 @@ type capture struct {
 	body     []byte
 	overflow bool // the body went over max: not storable
 	streamed bool // flushed or hijacked: not storable
+	broken   bool // a write to the client failed or fell short: not storable
 }
 
 func (c *capture) Header() http.Header { return c.w.Header() }
@@ -72,6 +73,13 @@ func (c *capture) Write(p []byte) (int, error) {
 	n, err := len(p), error(nil)
 	if !c.hold {
 		n, err = c.w.Write(p)
+		if err != nil || n < len(p) {
+			// The client did not get the response whole (it hung up, or
+			// the handler wrote past its Content-Length), and the handler
+			// may stop here or go on: what is kept is not known to be the
+			// response. Replayed, it would pass for a whole one.
+			c.broken = true
+		}
 	}
 	if !c.overflow {
 		if int64(len(c.body)+n) > c.max {
@@ -151,10 +159,10 @@ func (c *capture) snapshot() {
 }
 
 // record returns the response as a Record, or false when it cannot be
-// stored (streamed, hijacked or over the size limit). A handler that wrote
-// nothing answered 200 with an empty body.
+// stored (streamed, hijacked, over the size limit, or not sent whole). A
+// handler that wrote nothing answered 200 with an empty body.
 func (c *capture) record(fp string) (*Record, bool) {
-	if c.streamed || c.overflow {
+	if c.streamed || c.overflow || c.broken {
 		return nil, false
 	}
 	if c.status == 0 {

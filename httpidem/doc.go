@@ -6,7 +6,8 @@
 // lets a subject through at most once per object per local calendar day.
 //
 // The limits are those of a lease: a response the policy does not store
-// (5xx, 429, streamed, too large) lets the retry run again, by design; and
+// (5xx, 429, streamed, too large, or one the client did not receive whole
+// — it hung up, so a write failed) lets the retry run again, by design; and
 // a lease lost while its handler runs (a Redis failover that dropped it) is
 // reported — the request context is cancelled and the response is not
 // stored — but cannot undo work already done.
@@ -55,9 +56,11 @@
 // midnight computed with time.Date — never by adding 24 hours, never in
 // time.Local — moved forward to the first instant of the day where
 // midnight does not exist (DST changes at midnight, as in
-// America/Santiago). A claim is one atomic SET NX EXAT whose key holds the
+// America/Santiago). A claim is one atomic set-if-absent whose key holds the
 // date, kept a grace period past the day's end so clock skew never frees it
-// early.
+// early. It carries a random token of its own: on Redis, a claim that
+// go-redis sends again after its answer was lost finds its own token and
+// is still the first.
 //
 // # Guards and adapters
 //

@@ -76,7 +76,7 @@ func (o *owner) finish(int) *Problem {
 		return nil
 	}
 	if !ok || !o.g.cfg.StoreStatus(rec.Status) {
-		reason := errors.New("response not storable (streamed, hijacked or too large)")
+		reason := errors.New("response not storable (streamed, hijacked, too large, or not sent whole)")
 		if ok {
 			reason = fmt.Errorf("status %d not stored by policy", rec.Status)
 		}

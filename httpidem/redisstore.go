@@ -15,8 +15,8 @@ import (
 var (
 	//go:embed scripts/put_record.lua
 	putRecordLua string
-	//go:embed scripts/claim_count.lua
-	claimCountLua string
+	//go:embed scripts/claim.lua
+	claimLua string
 	//go:embed scripts/claim_hll.lua
 	claimHLLLua string
 	//go:embed scripts/unclaim.lua
@@ -24,11 +24,11 @@ var (
 	//go:embed scripts/count.lua
 	countLua string
 
-	putRecordScript  = redis.NewScript(putRecordLua)
-	claimCountScript = redis.NewScript(claimCountLua)
-	claimHLLScript   = redis.NewScript(claimHLLLua)
-	unclaimScript    = redis.NewScript(unclaimLua)
-	countScript      = redis.NewScript(countLua)
+	putRecordScript = redis.NewScript(putRecordLua)
+	claimScript     = redis.NewScript(claimLua)
+	claimHLLScript  = redis.NewScript(claimHLLLua)
+	unclaimScript   = redis.NewScript(unclaimLua)
+	countScript     = redis.NewScript(countLua)
 )
 
 // A RedisStore is an IdempotencyStore and a ClaimCounter on Redis: a
@@ -96,20 +96,17 @@ func expiry(at time.Time) time.Time {
 
 func (r redisKV) claim(ctx context.Context, k claimKeys, token, subject string, at time.Time, mode CountMode) (bool, error) {
 	at = expiry(at)
+	keys := []string{k.claim}
 	switch mode {
 	case CountExact:
-		n, err := claimCountScript.Run(ctx, r.rdb, []string{k.claim, k.counter}, token, at.UnixMilli()).Int64()
-		return n == 1, err
+		keys = append(keys, k.counter)
 	case CountApprox:
 		n, err := claimHLLScript.Run(ctx, r.rdb, []string{k.hll}, subject, at.UnixMilli()).Int64()
 		return n == 1, err
 	}
-	// The gate: one atomic SET NX EXAT.
-	err := r.rdb.SetArgs(ctx, k.claim, token, redis.SetArgs{Mode: "NX", ExpireAt: at}).Err()
-	if errors.Is(err, redis.Nil) {
-		return false, nil
-	}
-	return err == nil, err
+	// The gate: one atomic set-if-absent that knows its own token.
+	n, err := claimScript.Run(ctx, r.rdb, keys, token, at.UnixMilli()).Int64()
+	return n == 1, err
 }
 
 func (r redisKV) unclaim(ctx context.Context, k claimKeys, token string, counted bool) error {

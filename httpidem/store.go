@@ -99,7 +99,7 @@ type CountMode uint8
 
 // The count modes.
 const (
-	CountNone   CountMode = iota // gate only: one SET NX EXAT
+	CountNone   CountMode = iota // gate only: one set-if-absent
 	CountExact                   // gate and an exact counter, in one script
 	CountApprox                  // a HyperLogLog only (PFADD), no gate
 )
