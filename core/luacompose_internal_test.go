@@ -17,7 +17,7 @@ func allScripts() map[string]*luaScript {
 		"rw_rlock": rwRLockScript, "inspect_holds": inspectHoldsScript,
 		"rw_lock": rwLockScript, "acquire_all": acquireAllScript,
 		"extend_many": extendManyScript, "queue_touch": queueTouchScript,
-		"claim_within": claimWithinScript, "set_newer": setNewerScript,
+		"claim": claimScript, "claim_within": claimWithinScript, "set_newer": setNewerScript,
 		"redlock_acquire": redlockAcquireScript,
 	}
 	for flavour, s := range map[string]*notifyScripts{"classic": classicScripts, "sharded": shardedScripts} {

@@ -82,7 +82,10 @@ func (r *Records) Get(ctx context.Context, key string) (string, bool, error) {
 // Claim stores value under key for ttl only if key holds nothing, and
 // reports whether it did: a one-shot claim that is never released, expires
 // by itself, and carries no fence. On Redlock a claim needs a majority of
-// nodes.
+// nodes. On Redis a claim carries a random id, kept beside it for up to a
+// minute ("<record>:c"): a claim that the go-redis client sends again
+// after its answer was lost (MaxRetries) finds its own id and is still
+// claimed, not taken. ClaimWithin does the same.
 func (r *Records) Claim(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
 	if err := r.check(key); err != nil {
 		return false, err

@@ -977,21 +977,32 @@ func (b *redisBackend) getRecord(ctx context.Context, key string) (string, bool,
 }
 
 func (b *redisBackend) claimRecord(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	return b.rdb.SetNX(ctx, key, value, ttl).Result()
+	n, err := claimScript.Run(ctx, b.rdb, []string{key, key + ":c"}, value, ttl.Milliseconds(),
+		releaseNonce(), min(ttl, claimIDLife).Milliseconds()).Int64()
+	return n == 1, err
 }
 
+// claimIDLife is the longest a claim's id is kept beside it (claim.lua):
+// longer than go-redis takes to send a command again after a broken
+// connection.
+const claimIDLife = time.Minute
+
 var (
+	//go:embed scripts/claim.lua
+	claimLua string
 	//go:embed scripts/claim_within.lua
 	claimWithinLua string
 	//go:embed scripts/set_newer.lua
 	setNewerLua string
 
+	claimScript       = newLuaScript(claimLua)
 	claimWithinScript = newLuaScript(claimWithinLua)
 	setNewerScript    = newLuaScript(setNewerLua)
 )
 
 func (b *redisBackend) claimRecordWithin(ctx context.Context, key, value string, ttl time.Duration, plannedMs, windowMs int64) (verdict, error) {
-	n, err := claimWithinScript.Run(ctx, b.rdb, []string{key}, value, ttl.Milliseconds(), plannedMs, windowMs).Int64()
+	n, err := claimWithinScript.Run(ctx, b.rdb, []string{key, key + ":c"}, value, ttl.Milliseconds(), plannedMs, windowMs,
+		releaseNonce(), claimIDLife.Milliseconds()).Int64()
 	if err != nil {
 		return 0, err
 	}

@@ -85,7 +85,7 @@ func (b *redlockBackend) claimRecord(ctx context.Context, key, value string, ttl
 		return true, nil
 	}
 	for _, i := range won { // give back a minority claim
-		unclaimScript.Run(context.WithoutCancel(ctx), b.nodes[i].rdb, []string{key}, value)
+		unclaimScript.Run(context.WithoutCancel(ctx), b.nodes[i].rdb, []string{key, key + ":c"}, value)
 	}
 	failed = append(failed, unanswered...)
 	if len(failed) > len(b.nodes)-b.quorum {
@@ -122,7 +122,7 @@ func (b *redlockBackend) claimRecordWithin(ctx context.Context, key, value strin
 		return verdictClaimed, nil
 	}
 	for _, i := range won { // give back a minority claim
-		unclaimScript.Run(context.WithoutCancel(ctx), b.nodes[i].rdb, []string{key}, value)
+		unclaimScript.Run(context.WithoutCancel(ctx), b.nodes[i].rdb, []string{key, key + ":c"}, value)
 	}
 	failed = append(failed, unanswered...)
 	if len(failed) > len(b.nodes)-b.quorum {

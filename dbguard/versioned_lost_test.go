@@ -1,105 +1,22 @@
 package dbguard_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
-	"net"
 	"os"
 	"strconv"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/latchkey/latchkey/dbguard"
+	"github.com/latchkey/latchkey/internal/faultnet"
 	"github.com/latchkey/latchkey/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
-
-// dropProxy forwards to Redis at up. Armed, the first command containing
-// match is forwarded and answered by the server, and then the client's
-// connection is broken instead of the answer passed on: the write
-// happened, its answer was lost (a reset, a failover, a killed client).
-type dropProxy struct {
-	ln      net.Listener
-	up      string
-	match   []byte
-	armed   atomic.Bool
-	dropped atomic.Int32
-}
-
-func startDropProxy(t *testing.T, up, match string) *dropProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &dropProxy{ln: ln, up: up, match: []byte(match)}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.serve(c)
-		}
-	}()
-	return p
-}
-
-func (p *dropProxy) serve(c net.Conn) {
-	defer c.Close()
-	s, err := net.Dial("tcp", p.up)
-	if err != nil {
-		return
-	}
-	defer s.Close()
-	var swallow atomic.Bool
-	go func() {
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := s.Read(buf)
-			if n > 0 && swallow.Load() { // answered: lose it, break the connection
-				p.dropped.Add(1)
-				if tc, ok := c.(*net.TCPConn); ok {
-					tc.SetLinger(0)
-				}
-				c.Close()
-				s.Close()
-				return
-			}
-			if n > 0 {
-				if _, err := c.Write(buf[:n]); err != nil {
-					return
-				}
-			}
-			if err != nil {
-				c.Close()
-				return
-			}
-		}
-	}()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := c.Read(buf)
-		if n > 0 {
-			if bytes.Contains(bytes.ToUpper(buf[:n]), p.match) && p.armed.CompareAndSwap(true, false) {
-				swallow.Store(true)
-			}
-			if _, err := s.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
 
 func inc(old []byte, _ bool) ([]byte, error) {
 	n, _ := strconv.Atoi(string(old))
@@ -119,25 +36,25 @@ func TestVersionedRedisPutLostAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha1.Sum(script) // EVALSHA <the put script's sha>: the Put, not the Get
-	match := strings.ToUpper(hex.EncodeToString(sum[:]))
+	match := []byte(hex.EncodeToString(sum[:]))
 	run := func(t *testing.T, up string) {
-		p := startDropProxy(t, up, match)
+		p := faultnet.Start(t, up)
 		ctx := ctxFor(t, 20*time.Second)
 		prefix := "dbguard-test-" + rand.Text()[:10]
 		direct := redis.NewClient(&redis.Options{Addr: up})
 		t.Cleanup(func() { deletePrefix(t, direct, prefix); direct.Close() })
 		for _, retries := range []int{0, -1} { // go-redis's default (3), none
-			rdb := redis.NewClient(&redis.Options{Addr: p.ln.Addr().String(), MaxRetries: retries})
+			rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: retries})
 			t.Cleanup(func() { rdb.Close() })
 			kv := mustNew(dbguard.NewVersioned(mustNew(dbguard.VersionsInRedis(rdb, prefix))))
 			key := "cart" + strconv.Itoa(retries)
 			must(t, kv.Put(ctx, key, []byte("0"), 0))
-			p.armed.Store(true)
+			lost := p.LoseAnswer(match)
 			err := kv.Update(ctx, key, inc)
 			val, ver, gerr := kv.Get(ctx, key)
-			t.Logf("MaxRetries %d: Update(+1): %v (answers lost: %d); now %q v%d %v", retries, err, p.dropped.Load(), val, ver, gerr)
-			if p.armed.Load() {
-				t.Fatal("no answer was lost")
+			t.Logf("MaxRetries %d: Update(+1): %v (answers lost: %d); now %q v%d %v", retries, err, lost(), val, ver, gerr)
+			if lost() != 1 {
+				t.Fatal("no answer was lost: the case under test did not arise")
 			}
 			if string(val) != "1" || ver != 2 {
 				t.Fatalf("one Update(+1) left %q at version %d, want \"1\" at 2", val, ver)

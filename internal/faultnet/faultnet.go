@@ -2,19 +2,22 @@
 // faults between a client and one server: delay, stall (a pause as the
 // server sees it: nothing is forwarded, nothing is closed, and the bytes
 // held flow again when the fault is lifted), black hole (bytes dropped,
-// connections kept), reset, and cut (every connection closed, new ones
-// refused). Each client that a test wants to fault alone gets a Proxy of
+// connections kept), reset, cut (every connection closed, new ones
+// refused), and a lost answer (a request carried out, its answer never
+// delivered: LoseAnswer). Each client that a test wants to fault alone gets a Proxy of
 // its own. Core's fault tests and the backends' belief tests use it; the
 // root module's internal packages are importable by the nested modules
 // under backends/.
 package faultnet
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -43,6 +46,8 @@ type Proxy struct {
 	pipes  map[*pipe]struct{}
 	faults [2]faults // by Dir
 	reset  bool      // every connection is reset as it comes
+	lose   []byte    // LoseAnswer's match, while armed
+	lost   int       // answers lost by LoseAnswer
 	flow   [2]chan struct{}
 	wg     sync.WaitGroup
 }
@@ -59,6 +64,7 @@ type pipe struct {
 	client, server net.Conn
 	done           chan struct{} // closed when the pipe is closed
 	once           sync.Once
+	swallow        atomic.Bool // LoseAnswer: the next answer is lost
 }
 
 func (p *pipe) close(reset bool) {
@@ -165,6 +171,19 @@ func (p *Proxy) copy(pp *pipe, dst, src net.Conn, dir Dir) {
 				}
 				time.Sleep(d)
 			}
+			if dir == Down && pp.swallow.Load() { // LoseAnswer: the server answered
+				pp.close(true)
+				return
+			}
+			if dir == Up {
+				p.mu.Lock()
+				if p.lose != nil && bytes.Contains(buf[:n], p.lose) {
+					p.lose = nil
+					p.lost++
+					pp.swallow.Store(true)
+				}
+				p.mu.Unlock()
+			}
 			if !f.blackhole {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return
@@ -194,6 +213,23 @@ func (p *Proxy) await(pp *pipe, dir Dir) bool {
 		case <-pp.done:
 			return false
 		}
+	}
+}
+
+// LoseAnswer arms a one-shot fault: the next chunk a client sends that
+// contains match is forwarded, and the connection is then reset as the
+// server's answer arrives, which the client never gets — a request the
+// server carried out and whose answer was lost. lost reports how many
+// answers were lost so far (0 or 1: the fault has not fired, or has).
+func (p *Proxy) LoseAnswer(match []byte) (lost func() int) {
+	p.mu.Lock()
+	p.lose = bytes.Clone(match)
+	n := p.lost
+	p.mu.Unlock()
+	return func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.lost - n
 	}
 }
 
