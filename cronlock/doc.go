@@ -122,6 +122,11 @@
 //
 // Redis unreachable: the tick is skipped on this node and the error logged
 // (fail closed); WithFailOpen(true) runs it without the lock instead. A
+// claim whose answer was lost may have been stored all the same: the
+// go-redis client sends it again (MaxRetries), and a claim sent again
+// knows its own, so the node runs the tick; with no retry left (or
+// MaxRetries -1), the node skips as above and the claim it may have made
+// keeps the other nodes from the tick too, so the tick runs nowhere. A
 // job's error or panic is logged through the cron.Logger (WithLogger) and
 // kept in the record that LastRun reads from any node; a panic never
 // reaches the cron. Names are checked when the job is made: empty, longer
@@ -150,8 +155,14 @@
 // clock jumps back may accept a late claim. A Redis that loses its data
 // (restart without persistence, failover to a replica that missed the
 // write) forgets the claims of recent ticks, so a node with a lagging clock
-// may run such a tick again; use the Tick's Fence for writes that must not
-// repeat. Nodes must agree on the schedule's time zone (CRON_TZ= in the
+// may run such a tick again, and forgets the running lease, so the next
+// tick may start on another node while a run goes on until its node's
+// next renewal (a third of WithLeaseTTL) cancels it with core.ErrLost;
+// use the Tick's Fence for writes that must not repeat. With OverlapSkip,
+// a node whose clock runs ahead may fire a tick while the previous run
+// still holds the running lease and skip it — claimed, so no node on time
+// runs it after that run ended; OverlapWait does not lose it. Nodes must
+// agree on the schedule's time zone (CRON_TZ= in the
 // spec, or the same cron.WithLocation) — a tick is a point in time, and
 // "03:00" in two zones is two ticks.
 package cronlock
