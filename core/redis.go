@@ -738,7 +738,8 @@ func (b *redisBackend) releaseFenced(ctx context.Context, n names, token string,
 // when fence is not 0, only of the acquisition of fence (releaseFenced).
 func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce string, fence int64) (bool, error) {
 	if n.limit > 0 {
-		v, err := b.pubs.semRelease.run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since()}, token, n.limit).Int64()
+		v, err := b.pubs.semRelease.run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since(), releaseMark(n, token)},
+			token, n.limit, "", releaseNonce()).Int64()
 		return v == 1, err
 	}
 	if n.rw() {
@@ -749,7 +750,12 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 				fenceArg = strconv.FormatInt(fence, 10)
 			}
 		}
-		v, err := b.pubs.rwUnlock.run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since(), n.fence}, token, hold, fenceArg).Int64()
+		keys := []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since(), n.fence}
+		args := []any{token, hold, fenceArg}
+		if hold == "r" {
+			keys, args = append(keys, releaseMark(n, token)), append(args, releaseNonce())
+		}
+		v, err := b.pubs.rwUnlock.run(ctx, b.rdb, keys, args...).Int64()
 		return v == 1, err
 	}
 	var kb [6]string // on the stack: run copies them
@@ -771,6 +777,11 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 	b.unqueued(n, token)
 	return v == 1, err
 }
+
+// releaseMark names the mark a release of token's permit or read hold of
+// n leaves for a minute, by which the release, sent again by go-redis
+// after its answer was lost, knows it released (sem_release.lua).
+func releaseMark(n names, token string) string { return n.lease + ":x:" + token }
 
 // releaseArgs are release.lua's ARGV[6] and ARGV[7] for n's lease, of
 // fence (0: any lease of the token).

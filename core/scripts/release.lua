@@ -90,6 +90,15 @@ if mine and ARGV[4] ~= '' and redis.call('EXISTS', KEYS[3]) == 0 then
 end
 -- (the helpers only the rest uses are defined here)
 if not mine then
+  -- A fenced release that finds no lease, and the counter still at its
+  -- fence: the acquisition it ends was the key's last, and its lease is
+  -- gone — deleted by an earlier run of this very call whose answer was
+  -- lost (go-redis sends a command again, MaxRetries), or expired with
+  -- nobody taking the key since. Released, either way. ("Not held" made Do
+  -- report the lease lost, for work done under it.)
+  if not v and counter and ARGV[8] ~= '1' and counter == ARGV[7] then
+    return 1
+  end
   local me = ARGV[1] .. '|' .. (ARGV[5] or '')
   -- A waiter that leaves while first in line behind a grant not yet
   -- claimed ("<token>|") was told it is next: the one behind it is now.
