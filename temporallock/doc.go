@@ -45,14 +45,21 @@
 // server throttled, and an activity need not send any — and the
 // interceptor sends none: heartbeating activities keep their heartbeats
 // and details unchanged. When the activity returns — a result, an error,
-// a panic — the lock is released.
+// a panic — the lock is released: its own hold of it, that is; a nested
+// hold the activity took (a lock call of LockKeyFromContext's key, which
+// re-enters the lease) and did not release keeps the lease until it is
+// released or the Client closes.
 //
 // If the lease is lost meanwhile (renewal found it gone or could not reach
 // the backend before it expired), the activity's context is cancelled
 // with a cause matching ErrLost and core.ErrLost (see context.Cause), and
 // the attempt fails with the retryable ErrTypeLost error, whatever the
 // activity returned — or if it panicked (the panic joins the cause as
-// ErrPanic): for a while it ran without the lock. Fence returns
+// ErrPanic): for a while it ran without the lock. The context learns of
+// the loss when the goroutine that cancels it runs, which a starved
+// process may delay past the lease's end: core.FenceFromContext on the
+// activity's context (its ok is false from the lease's deadline on) is the
+// prompt check. Fence returns
 // the lease's fencing token inside the activity; pass it with every write
 // the lock protects and let the storage reject stale fences — that, not
 // the lock alone, stops an attempt that stalled past its TTL.
