@@ -40,13 +40,7 @@ func (a *armer) Succeed(ctx context.Context, o ROrder) (string, error) {
 func TestReleaseLostAnswerIsNotLost(t *testing.T) {
 	for _, limit := range []int{1, 2} {
 		t.Run(map[int]string{1: "lock", 2: "limit2"}[limit], func(t *testing.T) {
-			admin := redistest.Client(t)
-			t.Cleanup(func() { forgetKeys(t, admin) })
-			p := faultnet.Start(t, redistest.Addr(t))
-			rdb := redis.NewClient(&redis.Options{Addr: p.Addr()}) // default MaxRetries 3
-			t.Cleanup(func() { rdb.Close() })
-			client := mustNew(core.NewRedis(rdb))
-			t.Cleanup(func() { client.Close() })
+			p, client := lossyClient(t)
 			account := uniqueID(t)
 			lockKey := temporallock.KeyPrefix + "Succeed:" + account
 			opts := []temporallock.Option{temporallock.WithKey(temporallock.KeyByArg("Succeed", func(o ROrder) string { return o.Account }))}
@@ -85,13 +79,7 @@ func TestAcquireLostAnswer(t *testing.T) {
 	for _, limit := range []int{1, 2} {
 		for _, fail := range []bool{false, true} {
 			t.Run(fmt.Sprintf("limit%d-failfast%v", limit, fail), func(t *testing.T) {
-				admin := redistest.Client(t)
-				t.Cleanup(func() { forgetKeys(t, admin) })
-				p := faultnet.Start(t, redistest.Addr(t))
-				rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
-				t.Cleanup(func() { rdb.Close() })
-				client := mustNew(core.NewRedis(rdb))
-				t.Cleanup(func() { client.Close() })
+				p, client := lossyClient(t)
 				account := uniqueID(t)
 				lockKey := temporallock.KeyPrefix + "Succeed:" + account
 				opts := []temporallock.Option{temporallock.WithKey(temporallock.KeyByArg("Succeed", func(o ROrder) string { return o.Account }))}
@@ -149,13 +137,7 @@ func (r *renewer) Linger(ctx context.Context, o ROrder) (string, error) {
 func TestRenewLostAnswer(t *testing.T) {
 	for _, limit := range []int{1, 2} {
 		t.Run(fmt.Sprint("limit", limit), func(t *testing.T) {
-			admin := redistest.Client(t)
-			t.Cleanup(func() { forgetKeys(t, admin) })
-			p := faultnet.Start(t, redistest.Addr(t))
-			rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
-			t.Cleanup(func() { rdb.Close() })
-			client := mustNew(core.NewRedis(rdb))
-			t.Cleanup(func() { client.Close() })
+			p, client := lossyClient(t)
 			account := uniqueID(t)
 			lockKey := temporallock.KeyPrefix + "Linger:" + account
 			opts := []temporallock.Option{temporallock.WithKey(temporallock.KeyByArg("Linger", func(o ROrder) string { return o.Account })),
@@ -175,4 +157,18 @@ func TestRenewLostAnswer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lossyClient is a Client on the shared Redis through a proxy that can
+// lose an answer (go-redis's default retries send the command again);
+// the keys the test made are deleted when it ends.
+func lossyClient(t *testing.T) (*faultnet.Proxy, *core.Client) {
+	admin := redistest.Client(t)
+	t.Cleanup(func() { forgetKeys(t, admin) })
+	p := faultnet.Start(t, redistest.Addr(t))
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	client := mustNew(core.NewRedis(rdb))
+	t.Cleanup(func() { client.Close() })
+	return p, client
 }
