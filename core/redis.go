@@ -131,10 +131,11 @@ func newNotifyScripts(pub string) *notifyScripts {
 // then reports its real cause (a refused connection, say) instead of
 // "context deadline exceeded": each renewal attempt gets a third of the
 // time the lease has left. A command whose connection broke after it was
-// sent is sent again by go-redis (MaxRetries) and may run twice: every
-// script of the Client answers its second run as it answered the first
-// (an acquisition re-enters, a release or a claim knows its own), except
-// Evict, which then says nothing held the key.
+// sent is sent again by go-redis (MaxRetries) and may run twice. The
+// Client's scripts answer a second run as they answered the first — an
+// acquisition re-enters, a claim or a release knows its own — but for a
+// release that granted the key to a fair waiter (it then says
+// ErrNotHeld) and Evict (it then says nothing held the key).
 func NewRedis(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if isNil(rdb) {
 		return nil, ErrNilClient
