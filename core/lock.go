@@ -112,11 +112,12 @@ func (h *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // return the first call's result. It returns ErrNotHeld when the lease had
 // already expired or been taken over (the new owner is not disturbed), and
 // ErrClosed when Client.Close gave the lease up first. Releasing a
-// re-entered handle only drops its hold. On Redis a release whose answer
-// was lost, and which the go-redis client sent again (MaxRetries), knows
-// it released: it does not say ErrNotHeld for that. (So a mutex lease or
-// write hold that expired with nobody taking the key since may read as
-// released; a holder is told of an expiry by Lost and Err, before it.)
+// re-entered handle only drops its hold. On Redis the release of a mutex
+// lease or write hold whose answer was lost, and which the go-redis client
+// sent again (MaxRetries), knows it released when nobody took the key
+// since (NewRedis says when it does not). So such a lease that expired
+// with nobody taking the key since may read as released; a holder is told
+// of an expiry by Lost and Err, before it.
 func (h *Lock) Release(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -133,9 +133,12 @@ func newNotifyScripts(pub string) *notifyScripts {
 // time the lease has left. A command whose connection broke after it was
 // sent is sent again by go-redis (MaxRetries) and may run twice. The
 // Client's scripts answer a second run as they answered the first — an
-// acquisition re-enters, a claim or a release knows its own — but for a
-// release that granted the key to a fair waiter (it then says
-// ErrNotHeld) and Evict (it then says nothing held the key).
+// acquisition re-enters, a claim knows its own, and so does the release
+// of a mutex lease or write hold that nobody took since — but for a
+// release whose key a waiter took meanwhile, a permit's or read hold's
+// release (they then say ErrNotHeld, and Do ErrLost, for a lease held to
+// the end), and Evict (it then says nothing held the key). Few or no
+// retries (MaxRetries -1) make such a lost answer an error instead.
 func NewRedis(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if isNil(rdb) {
 		return nil, ErrNilClient
@@ -743,8 +746,7 @@ func (b *redisBackend) releaseFenced(ctx context.Context, n names, token string,
 // when fence is not 0, only of the acquisition of fence (releaseFenced).
 func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce string, fence int64) (bool, error) {
 	if n.limit > 0 {
-		v, err := b.pubs.semRelease.run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since(), releaseMark(n, token)},
-			token, n.limit, "", releaseNonce()).Int64()
+		v, err := b.pubs.semRelease.run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since()}, token, n.limit).Int64()
 		return v == 1, err
 	}
 	if n.rw() {
@@ -755,12 +757,7 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 				fenceArg = strconv.FormatInt(fence, 10)
 			}
 		}
-		keys := []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since(), n.fence}
-		args := []any{token, hold, fenceArg}
-		if hold == "r" {
-			keys, args = append(keys, releaseMark(n, token)), append(args, releaseNonce())
-		}
-		v, err := b.pubs.rwUnlock.run(ctx, b.rdb, keys, args...).Int64()
+		v, err := b.pubs.rwUnlock.run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since(), n.fence}, token, hold, fenceArg).Int64()
 		return v == 1, err
 	}
 	var kb [6]string // on the stack: run copies them
@@ -782,11 +779,6 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 	b.unqueued(n, token)
 	return v == 1, err
 }
-
-// releaseMark names the mark a release of token's permit or read hold of
-// n leaves for a minute, by which the release, sent again by go-redis
-// after its answer was lost, knows it released (sem_release.lua).
-func releaseMark(n names, token string) string { return n.lease + ":x:" + token }
 
 // releaseArgs are release.lua's ARGV[6] and ARGV[7] for n's lease, of
 // fence (0: any lease of the token).

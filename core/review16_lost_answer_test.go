@@ -96,9 +96,9 @@ func TestR16LockAllLostAnswer(t *testing.T) {
 // release.lua and rw_unlock.lua (a write hold) sent again found nothing
 // to release and answered 0: Release reported ErrNotHeld ("lease expired
 // or taken over") for a hold it did release. A fenced release that finds
-// no lease and the counter still at its fence answers released now; a
-// permit's or read hold's release (unfenced) leaves a mark for a minute
-// by which it knows itself.
+// no lease and the counter still at its fence answers released now. (A
+// permit's or read hold's release, unfenced, and one whose key a waiter
+// took meanwhile still answer 0: see NewRedis.)
 func TestR16ReleaseLostAnswer(t *testing.T) {
 	type acq func(ctx context.Context, c *core.Client, key string) (*core.Lock, error)
 	cases := []struct {
@@ -106,14 +106,8 @@ func TestR16ReleaseLostAnswer(t *testing.T) {
 		acq  acq
 	}{
 		{"mutex", func(ctx context.Context, c *core.Client, k string) (*core.Lock, error) { return c.TryLock(ctx, k) }},
-		{"semaphore", func(ctx context.Context, c *core.Client, k string) (*core.Lock, error) {
-			return c.Semaphore(k, 2).TryAcquire(ctx)
-		}},
 		{"rw-write", func(ctx context.Context, c *core.Client, k string) (*core.Lock, error) {
 			return c.RWMutex(k).TryLock(ctx)
-		}},
-		{"rw-read", func(ctx context.Context, c *core.Client, k string) (*core.Lock, error) {
-			return c.RWMutex(k).TryRLock(ctx)
 		}},
 	}
 	for _, tc := range cases {

@@ -9,10 +9,7 @@
 -- leave the waiting writers: a writer of a caller's token giving up, whose
 -- token's hold may be another process's)  ARGV[3] of
 -- a write hold: the fence of the acquisition the release ends, or '' (then
--- any write hold of the token)  KEYS[8] (a read hold's release) its mark,
--- ARGV[4] its nonce: a read hold's release leaves its mark for a minute,
--- and one that finds no hold and its own mark is an earlier run of itself
--- sent again (see sem_release.lua)
+-- any write hold of the token)
 -- Returns 1 released, 0 not held.
 --
 -- With a fence, a write hold of the token whose counter is above it was
@@ -63,18 +60,12 @@ if ARGV[2] == 'w' then
 else
   local exp = redis.call('ZSCORE', KEYS[2], ARGV[1])
   if not exp then
-    if KEYS[8] and redis.call('GET', KEYS[8]) == ARGV[4] then
-      return 1
-    end
     return 0
   end
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
   if tonumber(exp) < now then
     return 0
-  end
-  if KEYS[8] then
-    redis.call('SET', KEYS[8], ARGV[4], 'PX', 60000)
   end
 end
 wake()

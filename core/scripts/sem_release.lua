@@ -11,14 +11,8 @@
 -- KEYS[3] queue  KEYS[4] queue deadlines  KEYS[5] queue arrival times
 -- ARGV[1] token  ARGV[2] the caller's limit, or absent  ARGV[3] "1": only
 -- leave the queue (a waiter of a caller's token giving up: a permit of the
--- token may be another process's)  KEYS[6] (a release, not a leave) this
--- release's mark, ARGV[4] its nonce
+-- token may be another process's)
 -- Returns 1 released, 0 not held (gone, or expired).
---
--- A release leaves its mark, its nonce for a minute: a release that finds
--- no permit and its own mark is an earlier run of itself whose answer was
--- lost, sent again by go-redis (MaxRetries), and answers 1 again. ("Not
--- held" made Semaphore's Do report a permit lost for work done under it.)
 local function wake()
   local limit = tonumber(ARGV[2])
   if limit then
@@ -37,9 +31,6 @@ local function wake()
 end
 
 local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not exp and KEYS[6] and redis.call('GET', KEYS[6]) == ARGV[4] then
-  return 1
-end
 if not exp or ARGV[3] == '1' then
   if redis.call('ZREM', KEYS[4], ARGV[1]) == 1 then
     redis.call('LREM', KEYS[3], 1, ARGV[1])
@@ -52,9 +43,6 @@ redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 if tonumber(exp) < now_ms() then
   return 0
-end
-if KEYS[6] then
-  redis.call('SET', KEYS[6], ARGV[4], 'PX', 60000)
 end
 wake()
 return 1
