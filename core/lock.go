@@ -115,9 +115,10 @@ func (h *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // re-entered handle only drops its hold. On Redis the release of a mutex
 // lease or write hold whose answer was lost, and which the go-redis client
 // sent again (MaxRetries), knows it released when nobody took the key
-// since (NewRedis says when it does not). So such a lease that expired
-// with nobody taking the key since may read as released; a holder is told
-// of an expiry by Lost and Err, before it.
+// since (NewRedis says when it does not). So such a lease that expired,
+// or that the server lost, with nobody taking the key since reads as
+// released (nobody else held the key meanwhile); a holder is told of an
+// expiry by Lost and Err, before it.
 func (h *Lock) Release(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
