@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"strconv"
 	"strings"
 
@@ -92,30 +91,13 @@ func (s *redisVersions) put(ctx context.Context, key string, value []byte, versi
 	switch {
 	case errors.Is(err, redis.Nil):
 		return false, nil
-	case err != nil && live && maySent(err):
+	case mayHaveCommitted(live, err):
 		// Sent, perhaps run, and the answer lost (go-redis sent it again
 		// as many times as MaxRetries allows): it may have been written.
+		// A reply of the server (an error reply has no SQLSTATE, but is
+		// none of the lost-answer errors either), a pool timeout or a
+		// failed dial is not.
 		return false, &unknownOutcome{what: fmt.Sprintf("put %q", key), err: err}
 	}
 	return n == 1, err
-}
-
-// maySent reports whether err, from a call made while its context was
-// live, leaves open whether Redis ran the command: false for an error
-// reply of the server (it refused the command), and for failures before
-// anything was sent (no connection from the pool, a closed client, a dial
-// that failed); true otherwise — a connection that broke, a read that
-// timed out, the context ending while the call was in flight.
-func maySent(err error) bool {
-	var re redis.Error
-	var op *net.OpError
-	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return true
-	case errors.As(err, &re), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
-		return false
-	case errors.As(err, &op) && op.Op == "dial":
-		return false
-	}
-	return true
 }

@@ -217,7 +217,7 @@ func (b *backend) Acquire(ctx context.Context, req core.AcquireRequest) (core.Ac
 			}
 			keep = moved
 			if mine != nil { // it holds the key: it waits no more
-				b.leave(ctx, req.Key, req.Token)
+				_ = b.Leave(ctx, req.Key, req.Token) // best effort: the entry expires anyway
 			}
 			return core.AcquireResult{Acquired: true, Fence: kv.CreateRevision}, nil
 		case kv == nil && head == nil:

@@ -258,12 +258,6 @@ func (b *backend) stillQueued(ctx context.Context, req core.AcquireRequest) (r c
 	return r, nil, true, nil
 }
 
-// leave deletes token's queue entry of key, if any, and revokes its etcd
-// lease; best effort (the entry expires anyway).
-func (b *backend) leave(ctx context.Context, key, token string) {
-	_ = b.Leave(ctx, key, token)
-}
-
 // Leave takes token out of key's queue (core.QueueLeaver): it deletes the
 // token's queue entry, if any, and revokes the entry's etcd lease, as
 // Release does, and leaves the key itself be: a waiter under a token
