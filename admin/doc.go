@@ -9,8 +9,8 @@
 //
 //	mux.Handle("/debug/latchkey/", requireAdmin(admin.Handler(locks)))
 //
-// It works under any path (with or without http.StripPrefix): the page's
-// links are relative. Everything it serves is embedded in the binary —
+// It works under any path (with or without http.StripPrefix) but one
+// ending in /static/: the page's links are relative. Everything it serves is embedded in the binary —
 // no CDN, no build step — and readable on a phone.
 //
 // # Safety
@@ -18,8 +18,10 @@
 // The handler does no authentication: that is the host's middleware's
 // job, as for pprof. It is read-only by default: the force release is
 // refused (403) unless WithWrites is given. A force release is a POST
-// that must carry the key twice (the page asks for a confirmation first)
-// and the handler's secret token in the X-Latchkey-Token header; the token
+// that must carry the key twice (the page asks for a confirmation first),
+// and may name the holders confirmed (a form field "token" each, which the
+// page sends: a holder that took the key since is left be), and the
+// handler's secret token in the X-Latchkey-Token header; the token
 // is made at random when the Handler is built and is only in the page, so
 // another site cannot read it, and a cross-site form cannot set a header.
 // On top of that, cross-origin POSTs are refused by the browser's own

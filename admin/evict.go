@@ -53,7 +53,7 @@ func (h *handler) evict(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), requestTimeout)
 	defer cancel()
-	ev, err := ops.Evict(ctx, h.client, key)
+	ev, err := ops.Evict(ctx, h.client, key, r.PostForm["token"]...) // none: every hold seen now
 	if err != nil && len(ev.Evicted) == 0 {
 		failure(w, err)
 		return

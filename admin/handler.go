@@ -72,13 +72,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
 		"connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 	p := r.URL.Path
-	if i := strings.LastIndex(p, "/static/"); i >= 0 && !strings.Contains(p[i:], "/api/") {
+	// The page is any path ending in '/' — the mount point, whatever it
+	// names (/api/ or /static/ inside included; a mount point ending in
+	// /static/ is the one it cannot serve) — and a file or API route is
+	// found from the end of the path.
+	page := p == "" || strings.HasSuffix(p, "/")
+	if strings.HasSuffix(p, "/static/") { // no directory listings
+		writeError(w, http.StatusNotFound, "not_found", "no such page")
+		return
+	}
+	if i := strings.LastIndex(p, "/static/"); i >= 0 && !page && !strings.Contains(p[i:], "/api/") {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			h.methodNotAllowed(w, "GET")
-			return
-		}
-		if strings.HasSuffix(p, "/") { // no directory listings
-			writeError(w, http.StatusNotFound, "not_found", "no such page")
 			return
 		}
 		r2 := r.Clone(r.Context())
@@ -87,10 +92,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	route := ""
-	if i := strings.LastIndex(p, "/api/"); i >= 0 {
-		route = p[i+1:]
-	} else if strings.HasSuffix(p, "/") || p == "" {
+	if page {
 		route = "page"
+	} else if i := strings.LastIndex(p, "/api/"); i >= 0 {
+		route = p[i+1:]
 	}
 	if route == "api/evict" {
 		h.evict(w, r)

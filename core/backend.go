@@ -39,6 +39,16 @@ func retentionFor(ttl time.Duration) any {
 	return (ttl + time.Minute).Milliseconds()
 }
 
+// relSuffix names the release marks of a primitive (scripts/lib_rel.lua):
+// "<lease>:rel" of a mutex or write hold (fences, or Redlock nonces),
+// "<permits>:rel" of a semaphore and "<readers>:rel" of read holds
+// (tokens). With them a release that go-redis sent again after its answer
+// was lost answers "released", as its first run did, though it finds the
+// key another's. A mutex release with nobody to tell leaves none: the
+// counter, still at its fence, says the same, unless a newcomer took the
+// key in between.
+const relSuffix = ":rel"
+
 // names are the storage names of one lock key. They share the hash tag
 // {<key>}, so a script touching them all runs on one Cluster slot.
 type names struct {
@@ -48,6 +58,7 @@ type names struct {
 	dues  string // "<prefix>:{<key>}:w:a", the Clients that keep them alive
 	mark  string // "<prefix>:{<key>}:w:m", the sign that someone waits (scripts/release.lua)
 	oldQ  string // "<prefix>:{<key>}:q", the queue of a Client of release 0.2.0
+	rel   string // "<prefix>:{<key>}:rel", the release mark (relSuffix)
 
 	// A semaphore's names instead (limit > 0): lease "<prefix>:{<key>}:sem"
 	// holds the permits (and is the release channel), fence
@@ -90,14 +101,14 @@ func (n names) since() string { return n.queue + "s" }
 func (n names) rw() bool { return n.limit == rwRead || n.limit == rwWrite }
 
 func (c *Client) names(key string) names {
-	// Two allocations for six names: the lease shares the fence's bytes,
+	// Two allocations for seven names: the lease shares the fence's bytes,
 	// the others are parts of one string.
 	fence := c.cfg.prefix + ":{" + key + "}:fence"
 	lease := fence[:len(fence)-len(":fence")]
-	s := lease + ":w:a" + lease + ":w:m" + lease + ":q"
+	s := lease + ":w:a" + lease + ":w:m" + lease + ":q" + lease + relSuffix
 	l := len(lease)
 	return names{lease: lease, fence: fence, queue: s[:l+2], dues: s[:l+4],
-		mark: s[l+4 : 2*l+8], oldQ: s[2*l+8:]}
+		mark: s[l+4 : 2*l+8], oldQ: s[2*l+8 : 3*l+10], rel: s[3*l+10:]}
 }
 
 // kindNames are the storage names of key for a mutex (limit 0), a

@@ -30,7 +30,7 @@ func (h *handHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func isHandOver(cmd redis.Cmder) bool {
 	a := cmd.Args()
-	return (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(a) == 3+6+11
+	return (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(a) == 3+7+11
 }
 
 func (h *handHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {

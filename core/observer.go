@@ -104,7 +104,13 @@ type OpResult struct {
 	Reentered bool
 }
 
-// WithObserver installs an Observer on the Client (default none).
+// WithObserver installs an Observer on the Client (default none; a nil
+// Observer, typed or not, installs none).
 func WithObserver(o Observer) Option {
-	return clientOption(func(c *clientConfig) { c.observer = o })
+	return clientOption(func(c *clientConfig) {
+		if isNil(o) {
+			o = nil
+		}
+		c.observer = o
+	})
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"iter"
 	"path"
@@ -25,9 +26,29 @@ type scanner interface {
 	scanNames(ctx context.Context, pattern string, fn func(name string) bool) error
 }
 
-// An evicter is a backend that can remove every hold of a key.
+// An evicter is a backend that can remove the holds of a key an operator
+// saw.
 type evicter interface {
-	evict(ctx context.Context, mutex, sem, rw names) (int, error)
+	// evict removes the holds of want still held by their tokens, and
+	// returns them ("<kind>:<token>" each).
+	evict(ctx context.Context, mutex, sem, rw names, want evictWant) ([]string, error)
+}
+
+// evictWant are the holds Evict saw and may take away.
+type evictWant struct {
+	nonce string   // unique to the Evict call: a run of it sent again answers as the first
+	lease string   // the token of the lock's lease (or grant), or ""
+	holds []string // the other holds, "<kind>:<token>" each
+}
+
+// args are evict.lua's ARGV from its second on.
+func (w evictWant) args() []any {
+	a := make([]any, 0, 2+len(w.holds))
+	a = append(a, w.nonce, w.lease)
+	for _, h := range w.holds {
+		a = append(a, h)
+	}
+	return a
 }
 
 // Scan lists the keys under the Client's prefix that are held now, as
@@ -167,9 +188,17 @@ func globEscape(s string) string {
 // it would a deposed holder's, and wakes the waiters. A holder is told
 // (Lost closes, Do's context is cancelled) when its next renewal finds its
 // hold gone: within a third of its TTL if it renews, and its late writes
-// are fenced out meanwhile. Evict returns what Inspect showed just before
-// the eviction; a key with no holds is ErrNotHeld and nothing changes.
-func (c *Client) Evict(ctx context.Context, key string) (Info, error) {
+// are fenced out meanwhile.
+//
+// Evict takes the holds Inspect shows just before it, and only those: a
+// hold taken after that look — the next holder of a key its stuck holder
+// gave up meanwhile — is left be, and Evict returns the holds it took, as
+// Inspect showed them. Given tokens (those an operator confirmed), it
+// takes only the holds of those tokens. A key none of whose holds it may
+// take is still held (none, or all given up since) is ErrNotHeld, and
+// nothing changes. On Redis, an eviction sent again by go-redis after its
+// answer was lost answers as the first run did and takes nothing more.
+func (c *Client) Evict(ctx context.Context, key string, tokens ...string) (Info, error) {
 	info, err := c.Inspect(ctx, key)
 	if err != nil {
 		return Info{}, err
@@ -178,14 +207,45 @@ func (c *Client) Evict(ctx context.Context, key string) (Info, error) {
 	if !ok {
 		return Info{}, fmt.Errorf("%w: %w: this backend cannot evict", ErrInvalidOption, ErrUnsupported)
 	}
-	n, err := ev.evict(ctx, c.names(key), c.semNames(key, 1), c.kindNames(key, rwWrite))
+	may := func(token string) bool { return len(tokens) == 0 || slices.Contains(tokens, token) }
+	want := evictWant{nonce: rand.Text()}
+	if info.Held && may(info.Token) {
+		want.lease = info.Token
+	}
+	for _, h := range info.Holds {
+		if may(h.Token) {
+			want.holds = append(want.holds, string(h.Kind)+":"+h.Token)
+		}
+	}
+	if want.lease == "" && len(want.holds) == 0 {
+		if len(tokens) > 0 && (info.Held || len(info.Holds) > 0) {
+			return Info{}, fmt.Errorf("%w: %q: none of the tokens given holds it", ErrNotHeld, key)
+		}
+		return Info{}, fmt.Errorf("%w: %q: nothing holds it", ErrNotHeld, key)
+	}
+	removed, err := ev.evict(ctx, c.names(key), c.semNames(key, 1), c.kindNames(key, rwWrite), want)
 	if err != nil {
 		return Info{}, fmt.Errorf("%w: evict %q: %w", ErrUnavailable, key, err)
 	}
-	if n == 0 {
-		return Info{}, fmt.Errorf("%w: %q: nothing holds it", ErrNotHeld, key)
+	if len(removed) == 0 {
+		return Info{}, fmt.Errorf("%w: %q: nothing it saw holds it still", ErrNotHeld, key)
 	}
-	return info, nil
+	return info.taken(removed), nil
+}
+
+// taken restricts info to the holds removed ("<kind>:<token>" each).
+func (info Info) taken(removed []string) Info {
+	if info.Held && !slices.Contains(removed, string(KindLock)+":"+info.Token) {
+		info.Held, info.Token, info.Metadata, info.TTL, info.granted = false, "", "", 0, false
+	}
+	holds := info.Holds[:0:0]
+	for _, h := range info.Holds {
+		if slices.Contains(removed, string(h.Kind)+":"+h.Token) {
+			holds = append(holds, h)
+		}
+	}
+	info.Holds = holds
+	return info
 }
 
 func (b *redisBackend) scanNames(ctx context.Context, pattern string, fn func(string) bool) error {
@@ -218,10 +278,10 @@ func (b *redisBackend) scanNames(ctx context.Context, pattern string, fn func(st
 	return nil
 }
 
-func (b *redisBackend) evict(ctx context.Context, mutex, sem, rw names) (int, error) {
-	n, err := b.pubs.evict.Run(ctx, b.rdb, []string{mutex.lease, mutex.fence, sem.lease, sem.vals, sem.fence,
-		rw.lease, rw.readers, rw.vals, rw.fence}, retentionArg).Int()
-	return n, err
+func (b *redisBackend) evict(ctx context.Context, mutex, sem, rw names, want evictWant) ([]string, error) {
+	args := append([]any{retentionArg}, want.args()...)
+	return b.pubs.evict.Run(ctx, b.rdb, []string{mutex.lease, mutex.fence, sem.lease, sem.vals, sem.fence,
+		rw.lease, rw.readers, rw.vals, rw.fence, mutex.lease + ":ev"}, args...).StringSlice()
 }
 
 func (b *redlockBackend) scanNames(ctx context.Context, pattern string, fn func(string) bool) error {
@@ -241,15 +301,21 @@ func (b *redlockBackend) scanNames(ctx context.Context, pattern string, fn func(
 	return nil
 }
 
-// evict removes the lease from every node that answers; a majority must.
-func (b *redlockBackend) evict(ctx context.Context, mutex, sem, rw names) (int, error) {
+// evict removes the holds from every node that answers; a majority must.
+// It returns the holds any node removed.
+func (b *redlockBackend) evict(ctx context.Context, mutex, sem, rw names, want evictWant) ([]string, error) {
 	var mu sync.Mutex
-	most, answered := 0, 0
+	var removed []string
+	answered := 0
 	var failed []nodeReply
 	unanswered := b.fanout(ctx, time.Second, func(ctx context.Context, i int) nodeReply {
-		n, err := b.nodes[i].evict(ctx, mutex, sem, rw)
+		r, err := b.nodes[i].evict(ctx, mutex, sem, rw, want)
 		mu.Lock()
-		most = max(most, n)
+		for _, h := range r {
+			if !slices.Contains(removed, h) {
+				removed = append(removed, h)
+			}
+		}
 		mu.Unlock()
 		return nodeReply{err: err}
 	}, func(r nodeReply) bool {
@@ -261,11 +327,11 @@ func (b *redlockBackend) evict(ctx context.Context, mutex, sem, rw names) (int, 
 		return false
 	})
 	if answered < b.quorum {
-		return 0, b.quorumError("evict", answered, append(failed, unanswered...))
+		return nil, b.quorumError("evict", answered, append(failed, unanswered...))
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return most, nil
+	return removed, nil
 }
 
 func (m *memoryBackend) scanNames(_ context.Context, _ string, fn func(string) bool) error {
@@ -290,37 +356,51 @@ func (m *memoryBackend) scanNames(_ context.Context, _ string, fn func(string) b
 	return nil
 }
 
-func (m *memoryBackend) evict(_ context.Context, mutex, sem, rw names) (int, error) {
+func (m *memoryBackend) evict(_ context.Context, mutex, sem, rw names, want evictWant) ([]string, error) {
 	m.mu.Lock()
 	now := time.Now()
-	n := 0
-	var woken []string
-	if _, ok := m.live(mutex.lease, now); ok {
+	var removed, woken []string
+	if ml, ok := m.live(mutex.lease, now); ok && want.lease != "" && owns(ml.value, want.lease) {
 		delete(m.leases, mutex.lease)
 		m.fences[mutex.fence]++
-		n++
+		removed = append(removed, string(KindLock)+":"+want.lease)
 		woken = append(woken, mutex.lease)
 	}
-	if ps := m.permits(sem, now); len(ps) > 0 {
-		n += len(ps)
-		delete(m.sems, sem.lease)
+	permits, rwTaken := false, false
+	for _, h := range want.holds {
+		kind, tok, _ := strings.Cut(h, ":")
+		switch Kind(kind) {
+		case KindPermit:
+			if _, ok := m.permits(sem, now)[tok]; ok {
+				delete(m.sems[sem.lease], tok)
+				permits = true
+				removed = append(removed, h)
+			}
+		case KindWrite:
+			if ml, ok := m.live(rw.lease, now); ok && owns(ml.value, tok) {
+				delete(m.leases, rw.lease)
+				rwTaken = true
+				removed = append(removed, h)
+			}
+		case KindRead:
+			if _, ok := m.permits(readerNames(rw), now)[tok]; ok {
+				delete(m.sems[rw.readers], tok)
+				rwTaken = true
+				removed = append(removed, h)
+			}
+		}
+	}
+	if permits {
 		m.fences[sem.fence]++
 		woken = append(woken, sem.lease)
 	}
-	rwn := len(m.permits(readerNames(rw), now))
-	if _, ok := m.live(rw.lease, now); ok {
-		rwn++
-	}
-	if rwn > 0 {
-		delete(m.leases, rw.lease)
-		delete(m.sems, rw.readers)
+	if rwTaken {
 		m.fences[rw.fence]++
-		n += rwn
 		woken = append(woken, rw.lease)
 	}
 	m.mu.Unlock()
 	for _, ch := range woken {
 		m.nt.deliver(ch, "r:")
 	}
-	return n, nil
+	return removed, nil
 }

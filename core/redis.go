@@ -27,6 +27,8 @@ var (
 	libPubSharded string
 	//go:embed scripts/lib_owns.lua
 	libOwns string
+	//go:embed scripts/lib_rel.lua
+	libRel string
 	//go:embed scripts/lib_fence.lua
 	libFence string
 	//go:embed scripts/lib_wait.lua
@@ -109,10 +111,10 @@ func newNotifyScripts(pub string) *notifyScripts {
 	return &notifyScripts{
 		acquire:     newLuaScript(acquireLua, pub, libOwns, libFence, libWait),
 		acquireFair: newLuaScript(acquireFairLua, pub, libOwns, libFence, libWait),
-		release:     newLuaScript(releaseLua, pub, libOwns, libFence, libWait),
-		semRelease:  newLuaScript(semReleaseLua, pub, libQueue, libSem),
-		rwUnlock:    newLuaScript(rwUnlockLua, pub, libOwns, libQueue),
-		evict:       newLuaScript(evictLua, pub, libFence),
+		release:     newLuaScript(releaseLua, pub, libOwns, libFence, libWait, libRel),
+		semRelease:  newLuaScript(semReleaseLua, pub, libQueue, libSem, libRel),
+		rwUnlock:    newLuaScript(rwUnlockLua, pub, libOwns, libQueue, libRel),
+		evict:       newLuaScript(evictLua, pub, libOwns, libFence),
 	}
 }
 
@@ -133,12 +135,14 @@ func newNotifyScripts(pub string) *notifyScripts {
 // time the lease has left. A command whose connection broke after it was
 // sent is sent again by go-redis (MaxRetries) and may run twice. The
 // Client's scripts answer a second run as they answered the first — an
-// acquisition re-enters, a claim knows its own, and so does the release
-// of a mutex lease or write hold that nobody took since — but for a
-// release whose key a waiter took meanwhile, a permit's or read hold's
-// release (they then say ErrNotHeld, and Do ErrLost, for a lease held to
-// the end), and Evict (it then says nothing held the key). Few or no
-// retries (MaxRetries -1) make such a lost answer an error instead.
+// acquisition re-enters, a claim knows its own, an eviction remembers its
+// answer, and a release knows it released (a release that handed the key
+// on or woke a waiter, a permit's, a read hold's and a Redlock node's
+// leave a mark for 15 s) — but for a mutex release with nobody waiting
+// whose key a newcomer took between the two runs, and a run sent again
+// after 15 s: they say ErrNotHeld (Do: ErrLost) for a lease held to the
+// end. Few or no retries (MaxRetries -1) make such a lost answer an error
+// instead.
 func NewRedis(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if isNil(rdb) {
 		return nil, ErrNilClient
@@ -746,22 +750,32 @@ func (b *redisBackend) releaseFenced(ctx context.Context, n names, token string,
 // when fence is not 0, only of the acquisition of fence (releaseFenced).
 func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce string, fence int64) (bool, error) {
 	if n.limit > 0 {
-		v, err := b.pubs.semRelease.run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since()}, token, n.limit).Int64()
+		v, err := b.pubs.semRelease.run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since(), n.lease + relSuffix},
+			token, n.limit, noArg, releaseNonce()).Int64()
 		return v == 1, err
 	}
 	if n.rw() {
-		hold, fenceArg := "r", ""
+		hold, fenceArg, rel := "r", "", n.readers+relSuffix
 		if n.limit == rwWrite {
+			rel = ""
 			hold = "w"
 			if fence != 0 {
-				fenceArg = strconv.FormatInt(fence, 10)
+				fenceArg, rel = strconv.FormatInt(fence, 10), n.lease+relSuffix
 			}
 		}
-		v, err := b.pubs.rwUnlock.run(ctx, b.rdb, []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since(), n.fence}, token, hold, fenceArg).Int64()
+		keys := []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since(), n.fence}
+		if rel != "" {
+			keys = append(keys, rel)
+		}
+		args := []any{token, hold, fenceArg}
+		if n.limit == rwRead {
+			args = append(args, releaseNonce())
+		}
+		v, err := b.pubs.rwUnlock.run(ctx, b.rdb, keys, args...).Int64()
 		return v == 1, err
 	}
-	var kb [6]string // on the stack: run copies them
-	keys := append(kb[:0], n.lease, n.fence, n.queue, n.dues, n.mark, n.oldQ)
+	var kb [7]string // on the stack: run copies them
+	keys := append(kb[:0], n.lease, n.fence, n.queue, n.dues, n.mark, n.oldQ, n.rel)
 	waited, fenceArg := releaseArgs(n, fence)
 	v, err := b.pubs.release.run(ctx, b.hot, keys, token, claimArg, retentionArg, nonce, b.grantsArg, waited, fenceArg).Int64()
 	if unsent(err) {
@@ -806,8 +820,8 @@ func (b *redisBackend) canHandOver(n names) bool {
 // (release.lua's hand-over). It returns the waiter's fence when it did;
 // else, as releaseFenced, whether the token's lease was released.
 func (b *redisBackend) handOver(ctx context.Context, n names, token string, fence int64, value string, ttl time.Duration) (handed int64, released bool, err error) {
-	var kb [6]string
-	keys := append(kb[:0], n.lease, n.fence, n.queue, n.dues, n.mark, n.oldQ)
+	var kb [7]string
+	keys := append(kb[:0], n.lease, n.fence, n.queue, n.dues, n.mark, n.oldQ, n.rel)
 	waited, fenceArg := releaseArgs(n, fence)
 	args := []any{token, claimArg, retentionArg, noArg, b.grantsArg, waited, fenceArg, noArg, value, b.ttlArg(ttl), retentionFor(ttl)}
 	cmd := b.pubs.release.run(ctx, b.hot, keys, args...)

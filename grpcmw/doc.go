@@ -40,7 +40,11 @@
 // (Unavailable, DeadlineExceeded, Canceled, ...: see DefaultStoreCode) are
 // not stored, and a handler that panics gives its key back and stores
 // nothing. Streams are not covered: they have no single request and
-// result to fingerprint and replay.
+// result to fingerprint and replay. To record the metadata, a keyed call's
+// handler gets a server transport stream of the interceptor's own, and
+// grpc.SetSendCompressor and grpc.ClientSupportedCompressors, which need
+// grpc-go's, fail there: choose the compressor server-wide or on the
+// client (grpc.UseCompressor) instead.
 //
 // UnaryClientInterceptor is the client side: it attaches a fresh key to
 // each logical call and keeps it across retries, when it is chained before

@@ -3,6 +3,7 @@ package otel
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"reflect"
 
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/cronlock"
@@ -57,16 +58,25 @@ func New(opts ...Option) *Instrumentation {
 			o.apply(&in.cfg)
 		}
 	}
-	if in.cfg.tp == nil {
+	if isNil(in.cfg.tp) { // a typed nil too: an SDK provider left unset
 		in.cfg.tp = otelapi.GetTracerProvider()
 	}
-	if in.cfg.mp == nil {
+	if isNil(in.cfg.mp) {
 		in.cfg.mp = otelapi.GetMeterProvider()
 	}
 	in.tracer = in.cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version))
 	in.m = newInstruments(in.cfg.mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version)))
 	in.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
 	return in
+}
+
+// isNil reports whether v is nil, or a nil pointer in an interface.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // lockName maps key to its lock name.

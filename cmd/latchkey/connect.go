@@ -106,7 +106,9 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 func init() { redis.SetLogger(quiet{}) }
 
-var userinfo = regexp.MustCompile(`//[^/@]*@`)
+// userinfo runs to the URL's last '@': a password may hold '/', '?' or
+// '#' unescaped (generated secrets do), and url.Parse then fails.
+var userinfo = regexp.MustCompile(`//.*@`)
 
 // redact returns raw with its user information hidden.
 func redact(raw string) string {

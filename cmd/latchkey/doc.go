@@ -42,12 +42,16 @@
 // holder's late writes from then on, and the holder itself is told (its
 // Lost channel closes, Do's context is cancelled) at its next renewal,
 // within a third of its TTL. It asks for confirmation on standard input
-// unless --yes is given, and prints what it did.
+// unless --yes is given, and prints what it did. It takes only the holds
+// it showed: a holder that took the key since is left be.
 //
 // watch sees what core publishes: releases (and force releases), grants to
 // fair waiters and leaders announced by Campaign. Acquisitions and
 // expiries publish nothing; it shows them too when the server sends
 // keyspace notifications (notify-keyspace-events including K, $ and x, or
 // A). A holder's loss is decided in the holder's process and is never
-// visible from outside.
+// visible from outside. A fleet on core.WithShardedNotify publishes with
+// SPUBLISH, which takes no pattern subscription: watch sees none of its
+// releases, grants or leaders, only what keyspace notifications show
+// (--keyspace on). release --force wakes waiters both ways.
 package main

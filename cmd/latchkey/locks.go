@@ -198,7 +198,11 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel = context.WithTimeout(ctx, e.timeout) // the time to answer is not the command's
 	defer cancel()
-	ev, err := ops.Evict(ctx, c, key)
+	tokens := make([]string, 0, len(hs))
+	for _, h := range hs {
+		tokens = append(tokens, h.Token)
+	}
+	ev, err := ops.Evict(ctx, c, key, tokens...) // only the holders shown
 	if err != nil {
 		return err
 	}
@@ -216,7 +220,7 @@ func runRelease(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintln(e.stdout, "each evicted holder is told (Lost) at its next renewal, within a third of its TTL")
 	if changed(hs, ev.Evicted) {
-		fmt.Fprintln(e.stderr, "note: the holders changed between the confirmation and the release; the ones evicted are listed above")
+		fmt.Fprintln(e.stderr, "note: some holders shown gave the key up before the release; the ones evicted are listed above")
 	}
 	return nil
 }

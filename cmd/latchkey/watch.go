@@ -32,17 +32,24 @@ func runWatch(ctx context.Context, e *env, _ []string) error {
 	events := make(chan ops.Event, 64)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
-	var subs []*redis.PubSub
+	var (
+		subsMu sync.Mutex // ForEachMaster subscribes from a goroutine per master
+		subs   []*redis.PubSub
+	)
 	ctx, cancel := context.WithCancel(ctx)
 	defer func() {
 		cancel()
+		subsMu.Lock()
 		for _, ps := range subs { // a blocked read ends when its connection closes
 			ps.Close()
 		}
+		subsMu.Unlock()
 		wg.Wait()
 	}()
 	subscribe := func(ps *redis.PubSub, parse func(prefix, channel, payload string, at time.Time) (ops.Event, bool)) error {
+		subsMu.Lock()
 		subs = append(subs, ps)
+		subsMu.Unlock()
 		if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
 			return fmt.Errorf("subscribe: %w", unavailable(err))
 		}

@@ -15,7 +15,8 @@
 -- every release after that attempt, or finds the key free.
 -- KEYS[1] lease (also the notification channel)  KEYS[2] fence counter
 -- KEYS[3] the waiters W  KEYS[4] their Clients A  KEYS[5] the mark M
--- KEYS[6] release 0.2.0's queue Q
+-- KEYS[6] release 0.2.0's queue Q  KEYS[7] the release marks
+-- (lib_rel.lua), or none
 -- ARGV[1] token  ARGV[2] claim window ms  ARGV[3] fence retention ms
 -- ARGV[4] release nonce (Redlock), or ''  ARGV[5] the caller's grant
 -- channel (its member of W is "<token>|<channel>")  ARGV[6] "1" if the
@@ -84,11 +85,28 @@ if mine and ARGV[4] ~= '' and redis.call('EXISTS', KEYS[3]) == 0 then
   -- Redlock's release, nobody queued in W (Redlock's waiters never do):
   -- what the rest does then, without making its helpers. Redlock's nodes
   -- publish classic (newRedisBackend), whichever pub this script has.
+  -- A release by token, sent again, would find nothing: it marks the key
+  -- with its nonce (lib_rel.lua; see the not-held branch).
   redis.call('DEL', KEYS[1])
+  if KEYS[7] then
+    -- rel_add, written out: the helpers are made further on.
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    redis.call('ZADD', KEYS[7], now, 'n:' .. ARGV[4])
+    redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now - 15000)
+    redis.call('PEXPIRE', KEYS[7], 15000)
+  end
   redis.call('PUBLISH', KEYS[1], 'r:' .. ARGV[4])
   return 1
 end
 -- (the helpers only the rest uses are defined here)
+-- rel_mark: the release mark (KEYS[7]) this release leaves, or nil: its
+-- fence, or a Redlock release's nonce ("n:<nonce>").
+local function rel_mark()
+  if ARGV[7] and ARGV[7] ~= '' then return ARGV[7] end
+  if ARGV[4] and ARGV[4] ~= '' then return 'n:' .. ARGV[4] end
+  return nil
+end
 if not mine then
   -- A fenced release that finds no lease, and the counter still at its
   -- fence: the acquisition it ends was the key's last, and its lease is
@@ -98,6 +116,16 @@ if not mine then
   -- report the lease lost, for work done under it.)
   if not v and counter and ARGV[8] ~= '1' and counter == ARGV[7] then
     return 1
+  end
+  -- A fenced release that finds the mark of its fence: an earlier run of
+  -- this very call handed the key on — a grant, or a waiter it woke took
+  -- the key — before go-redis sent it again. Released, too.
+  -- Redlock's release, by token on each node, marks with its nonce.
+  if ARGV[8] ~= '1' and KEYS[7] then
+    local m = rel_mark()
+    if m and rel_has(KEYS[7], m) then
+      return 1
+    end
   end
   local me = ARGV[1] .. '|' .. (ARGV[5] or '')
   -- A waiter that leaves while first in line behind a grant not yet
@@ -120,7 +148,17 @@ if hand and redis.call('EXISTS', KEYS[3], KEYS[6]) == 0 then
   end
   return {2, f}
 end
+-- From here on the key goes to a waiter, or one may take it at once: a
+-- fenced release leaves its mark (KEYS[7], lib_rel.lua), for a run of it
+-- sent again (see the not-held branch above).
+local function mark()
+  local m = KEYS[7] and rel_mark()
+  if m then
+    rel_add(KEYS[7], m)
+  end
+end
 if wait_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3]) then
+  mark()
   return 1
 end
 if ARGV[4] == '' and waited and redis.call('EXISTS', KEYS[5], KEYS[6]) == 0 then
@@ -128,5 +166,6 @@ if ARGV[4] == '' and waited and redis.call('EXISTS', KEYS[5], KEYS[6]) == 0 then
   return 1
 end
 redis.call('DEL', KEYS[1])
+mark()
 pub(KEYS[1], 'r:' .. ARGV[4])
 return 1

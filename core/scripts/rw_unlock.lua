@@ -4,12 +4,16 @@
 -- waiting writers (a writer giving up).
 -- KEYS[1] writer lease (also the channel)  KEYS[2] readers  KEYS[3] reader
 -- values  KEYS[4] waiting writers  KEYS[5] their arrival order (a list)
--- KEYS[6] their arrival times  KEYS[7] the fence counter
+-- KEYS[6] their arrival times  KEYS[7] the fence counter  KEYS[8] the
+-- release marks (lib_rel.lua) of a fenced write release (fences) or of a
+-- read hold's (tokens), or none
 -- ARGV[1] token  ARGV[2] 'w' (write hold), 'r' (read hold), or 'q' (only
 -- leave the waiting writers: a writer of a caller's token giving up, whose
 -- token's hold may be another process's)  ARGV[3] of
 -- a write hold: the fence of the acquisition the release ends, or '' (then
--- any write hold of the token)
+-- any write hold of the token)  ARGV[4] of a read hold: a nonce unique to
+-- the release call, or absent (its mark is "<token>|<nonce>": a twin
+-- sharing the token releases with a nonce of its own)
 -- Returns 1 released, 0 not held.
 --
 -- With a fence, a write hold of the token whose counter is above it was
@@ -51,21 +55,39 @@ if ARGV[2] == 'w' then
     if not v and ARGV[3] ~= '' and redis.call('GET', KEYS[7]) == ARGV[3] then
       return 1
     end
+    -- The mark of its fence: its earlier run released, and a waiter took
+    -- the lock before go-redis sent it again (see release.lua).
+    if KEYS[8] and ARGV[3] ~= '' and rel_has(KEYS[8], ARGV[3]) then
+      return 1
+    end
     return 0
   end
   if taken_since(KEYS[7], ARGV[3]) then
     return 0
   end
   redis.call('DEL', KEYS[1])
+  if KEYS[8] and ARGV[3] ~= '' then
+    -- Every write release wakes whoever waits: readers and writers alike
+    -- take the lock at once, so each leaves its mark.
+    rel_add(KEYS[8], ARGV[3])
+  end
 else
   local exp = redis.call('ZSCORE', KEYS[2], ARGV[1])
   if not exp then
+    -- Released by an earlier run of this call (its answer lost, go-redis
+    -- sent it again), whoever took the lock since.
+    if KEYS[8] and ARGV[4] and rel_has(KEYS[8], ARGV[1] .. '|' .. ARGV[4]) then
+      return 1
+    end
     return 0
   end
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
   if tonumber(exp) < now then
     return 0
+  end
+  if KEYS[8] and ARGV[4] then
+    rel_add(KEYS[8], ARGV[1] .. '|' .. ARGV[4])
   end
 end
 wake()

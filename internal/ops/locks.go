@@ -200,9 +200,10 @@ var ErrNotHeld = core.ErrNotHeld
 // are told at their next renewal (within a third of their TTL), and the
 // fences are raised. A key nothing holds is an error matching
 // core.ErrNotHeld, and nothing changes; an invalid key matches
-// core.ErrInvalidKey.
-func Evict(ctx context.Context, c *core.Client, key string) (Eviction, error) {
-	info, err := c.Evict(ctx, key)
+// core.ErrInvalidKey. Given tokens (the holders an operator confirmed),
+// only their holds are taken.
+func Evict(ctx context.Context, c *core.Client, key string, tokens ...string) (Eviction, error) {
+	info, err := c.Evict(ctx, key, tokens...)
 	if err != nil {
 		return Eviction{}, err
 	}

@@ -181,7 +181,12 @@
           method: "POST",
           credentials: "same-origin",
           headers: { "Content-Type": "application/x-www-form-urlencoded", "X-Latchkey-Token": token },
-          body: new URLSearchParams({ key: key, confirm: key }).toString()
+          body: (function () {
+            // Only the holds confirmed: one that took the key since is left be.
+            var form = new URLSearchParams({ key: key, confirm: key });
+            holds.forEach(function (h) { form.append("token", h.token); });
+            return form.toString();
+          })()
         }).then(function (res) {
           return res.json().then(function (v) {
             if (!res.ok) throw new Error(v.error || "HTTP " + res.status);
