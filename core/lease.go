@@ -45,6 +45,7 @@ type lease struct {
 	holds     int         // handles not yet released
 	released  bool        // the last hold was released (or Close gave it up)
 	closed    bool        // Close took it away
+	viaTwin   bool        // a release of another handle of its token deleted it (release)
 	renewing  bool        // a watchdog renewal is out and not yet given up on
 	renewErr  error       // the failure of the renewals since the last success
 	// retryAlone: the last renewal failed on the server's error reply (not

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,14 +38,18 @@ type evicter interface {
 // evictWant are the holds Evict saw and may take away.
 type evictWant struct {
 	nonce string   // unique to the Evict call: a run of it sent again answers as the first
-	lease string   // the token of the lock's lease (or grant), or ""
-	holds []string // the other holds, "<kind>:<token>" each
+	holds []string // the lock's lease (or grant) and the other holds, "<kind>:<fence>:<token>" each
+}
+
+// evictName names a hold for evict: "<kind>:<fence>:<token>".
+func evictName(kind Kind, fence int64, token string) string {
+	return string(kind) + ":" + strconv.FormatInt(fence, 10) + ":" + token
 }
 
 // args are evict.lua's ARGV from its second on.
 func (w evictWant) args() []any {
-	a := make([]any, 0, 2+len(w.holds))
-	a = append(a, w.nonce, w.lease)
+	a := make([]any, 0, 1+len(w.holds))
+	a = append(a, w.nonce)
 	for _, h := range w.holds {
 		a = append(a, h)
 	}
@@ -190,9 +195,10 @@ func globEscape(s string) string {
 // hold gone: within a third of its TTL if it renews, and its late writes
 // are fenced out meanwhile.
 //
-// Evict takes the holds Inspect shows just before it, and only those: a
-// hold taken after that look — the next holder of a key its stuck holder
-// gave up meanwhile — is left be, and Evict returns the holds it took, as
+// Evict takes the holds Inspect shows just before it, and only those (by
+// token and fence): a hold taken after that look — the next holder of a
+// key its stuck holder gave up meanwhile, or a new acquisition under the
+// same token — is left be, and Evict returns the holds it took, as
 // Inspect showed them. Given tokens (those an operator confirmed), it
 // takes only the holds of those tokens. A key none of whose holds it may
 // take is still held (none, or all given up since) is ErrNotHeld, and
@@ -210,14 +216,14 @@ func (c *Client) Evict(ctx context.Context, key string, tokens ...string) (Info,
 	may := func(token string) bool { return len(tokens) == 0 || slices.Contains(tokens, token) }
 	want := evictWant{nonce: rand.Text()}
 	if info.Held && may(info.Token) {
-		want.lease = info.Token
+		want.holds = append(want.holds, evictName(KindLock, info.Fence, info.Token))
 	}
 	for _, h := range info.Holds {
 		if may(h.Token) {
-			want.holds = append(want.holds, string(h.Kind)+":"+h.Token)
+			want.holds = append(want.holds, evictName(h.Kind, h.Fence, h.Token))
 		}
 	}
-	if want.lease == "" && len(want.holds) == 0 {
+	if len(want.holds) == 0 {
 		if len(tokens) > 0 && (info.Held || len(info.Holds) > 0) {
 			return Info{}, fmt.Errorf("%w: %q: none of the tokens given holds it", ErrNotHeld, key)
 		}
@@ -233,14 +239,14 @@ func (c *Client) Evict(ctx context.Context, key string, tokens ...string) (Info,
 	return info.taken(removed), nil
 }
 
-// taken restricts info to the holds removed ("<kind>:<token>" each).
+// taken restricts info to the holds removed (evictName each).
 func (info Info) taken(removed []string) Info {
-	if info.Held && !slices.Contains(removed, string(KindLock)+":"+info.Token) {
+	if info.Held && !slices.Contains(removed, evictName(KindLock, info.Fence, info.Token)) {
 		info.Held, info.Token, info.Metadata, info.TTL, info.granted = false, "", "", 0, false
 	}
 	holds := info.Holds[:0:0]
 	for _, h := range info.Holds {
-		if slices.Contains(removed, string(h.Kind)+":"+h.Token) {
+		if slices.Contains(removed, evictName(h.Kind, h.Fence, h.Token)) {
 			holds = append(holds, h)
 		}
 	}
@@ -281,7 +287,7 @@ func (b *redisBackend) scanNames(ctx context.Context, pattern string, fn func(st
 func (b *redisBackend) evict(ctx context.Context, mutex, sem, rw names, want evictWant) ([]string, error) {
 	args := append([]any{retentionArg}, want.args()...)
 	return b.pubs.evict.Run(ctx, b.rdb, []string{mutex.lease, mutex.fence, sem.lease, sem.vals, sem.fence,
-		rw.lease, rw.readers, rw.vals, rw.fence, mutex.lease + ":ev"}, args...).StringSlice()
+		rw.lease, rw.readers, rw.vals, rw.fence, mutex.lease + ":ev:" + want.nonce}, args...).StringSlice()
 }
 
 func (b *redlockBackend) scanNames(ctx context.Context, pattern string, fn func(string) bool) error {
@@ -360,30 +366,33 @@ func (m *memoryBackend) evict(_ context.Context, mutex, sem, rw names, want evic
 	m.mu.Lock()
 	now := time.Now()
 	var removed, woken []string
-	if ml, ok := m.live(mutex.lease, now); ok && want.lease != "" && owns(ml.value, want.lease) {
-		delete(m.leases, mutex.lease)
-		m.fences[mutex.fence]++
-		removed = append(removed, string(KindLock)+":"+want.lease)
-		woken = append(woken, mutex.lease)
-	}
 	permits, rwTaken := false, false
 	for _, h := range want.holds {
-		kind, tok, _ := strings.Cut(h, ":")
+		kind, rest, _ := strings.Cut(h, ":")
+		fs, tok, _ := strings.Cut(rest, ":")
+		f, _ := strconv.ParseInt(fs, 10, 64)
 		switch Kind(kind) {
+		case KindLock:
+			if ml, ok := m.live(mutex.lease, now); ok && owns(ml.value, tok) && m.fences[mutex.fence] <= f {
+				delete(m.leases, mutex.lease)
+				m.fences[mutex.fence]++
+				removed = append(removed, h)
+				woken = append(woken, mutex.lease)
+			}
 		case KindPermit:
-			if _, ok := m.permits(sem, now)[tok]; ok {
+			if p, ok := m.permits(sem, now)[tok]; ok && p.fence == f {
 				delete(m.sems[sem.lease], tok)
 				permits = true
 				removed = append(removed, h)
 			}
 		case KindWrite:
-			if ml, ok := m.live(rw.lease, now); ok && owns(ml.value, tok) {
+			if ml, ok := m.live(rw.lease, now); ok && owns(ml.value, tok) && m.fences[rw.fence] <= f {
 				delete(m.leases, rw.lease)
 				rwTaken = true
 				removed = append(removed, h)
 			}
 		case KindRead:
-			if _, ok := m.permits(readerNames(rw), now)[tok]; ok {
+			if p, ok := m.permits(readerNames(rw), now)[tok]; ok && p.fence == f {
 				delete(m.sems[rw.readers], tok)
 				rwTaken = true
 				removed = append(removed, h)

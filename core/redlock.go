@@ -22,7 +22,9 @@ import (
 // positive; it returns as soon as that majority answered, so dead nodes do
 // not slow it. Otherwise the lease is released on every node, including
 // those that did not answer (under a token of the caller's, only where it
-// set the lease: see WithToken), and the error is ErrNotAcquired when other
+// set the lease: see WithToken; a node whose answer was lost and that
+// go-redis asked again answers as a re-entry, so under a token of the
+// caller's its lease stays until its TTL), and the error is ErrNotAcquired when other
 // holders stood in the way (the waiter retries after a random delay or a
 // release notification) or a *QuorumError naming each failed node. A
 // release returns as soon as a majority deleted the lease; the other nodes'

@@ -102,6 +102,7 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 	lost := l.lostErr != nil
 	reported := l.reported // set with lostErr
 	closed := l.closed
+	viaTwin := l.viaTwin
 	l.mu.Unlock()
 	if obs := c.cfg.observer; obs != nil {
 		var end func(OpResult)
@@ -129,6 +130,9 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 	// share the server's lease this release deletes: they are told first.
 	fence := l.fence
 	for _, t := range twins {
+		t.mu.Lock()
+		t.viaTwin = true
+		t.mu.Unlock()
 		t.markLost(lostError(l.key, errors.New("released through another handle of its token")))
 		t.waitHeal()
 		fence = max(fence, t.fence)
@@ -152,7 +156,11 @@ func (c *Client) release(ctx context.Context, l *lease) (err error) {
 	if err != nil {
 		return fmt.Errorf("%w: release %q: %w", ErrUnavailable, l.key, err)
 	}
-	if !ok {
+	if !ok || viaTwin {
+		// viaTwin: the release of a twin (it sent this lease's fence, the
+		// higher) already deleted the lease, and may have left its mark,
+		// which this release, sent with the same fence, finds: it is not
+		// this handle's release (it was told it lost the lease then).
 		return fmt.Errorf("%w: %q: lease expired or taken over", ErrNotHeld, l.key)
 	}
 	return nil
