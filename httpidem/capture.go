@@ -160,16 +160,18 @@ func (c *capture) snapshot() {
 
 // record returns the response as a Record, or false when it cannot be
 // stored (streamed, hijacked, over the size limit, or not sent whole). A
-// handler that wrote nothing answered 200 with an empty body.
+// handler that wrote nothing answered 200 with an empty body (c.status
+// stays 0: owner.finish asks).
 func (c *capture) record(fp string) (*Record, bool) {
 	if c.streamed || c.overflow || c.broken {
 		return nil, false
 	}
-	if c.status == 0 {
-		c.status = http.StatusOK
+	status := c.status
+	if status == 0 {
+		status = http.StatusOK
 		c.snapshot()
 	}
-	return &Record{Fingerprint: fp, Status: c.status, Header: c.header, Body: c.body}, true
+	return &Record{Fingerprint: fp, Status: status, Header: c.header, Body: c.body}, true
 }
 
 // writeRecord sends rec as a replay: its headers, Idempotent-Replayed:

@@ -193,6 +193,7 @@ func (g *IdempotencyGuard) Begin(r *http.Request, principal func(*http.Request) 
 		ctx = context.WithValue(ctx, txKey{}, tx)
 	}
 	rep.decided(ctx, OutcomeFirst, 0, nil)
+	o.client = r.Context()
 	o.ctx, o.cancel = context.WithCancelCause(ctx)
 	o.req = withBody(r, o.ctx, body)
 	go o.watch()

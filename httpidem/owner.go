@@ -17,6 +17,7 @@ type owner struct {
 	lease  Lease
 	fp     string
 	ctx    context.Context // the request's, cancelled when the lease is lost
+	client context.Context // the request's own: done when the client went away
 	req    *http.Request   // the request the handler gets
 	cap    *capture
 	cancel context.CancelCauseFunc
@@ -69,6 +70,12 @@ func (o *owner) finish(int) *Problem {
 	ok := false
 	if o.cap != nil {
 		rec, ok = o.cap.record(o.fp)
+		// A handler that wrote nothing after its client went away most
+		// likely gave up (it saw its context done): its implicit empty 200
+		// is not known to be its answer. Stored, every retry would get it.
+		if ok && o.cap.status == 0 && o.client != nil && o.client.Err() != nil {
+			ok = false
+		}
 	}
 	if lost := o.lease.Err(); lost != nil {
 		_ = o.lease.Release(ctx)
@@ -76,7 +83,7 @@ func (o *owner) finish(int) *Problem {
 		return nil
 	}
 	if !ok || !o.g.cfg.StoreStatus(rec.Status) {
-		reason := errors.New("response not storable (streamed, hijacked, too large, or not sent whole)")
+		reason := errors.New("response not storable (streamed, hijacked, too large, not sent whole, or nothing written after the client went away)")
 		if ok {
 			reason = fmt.Errorf("status %d not stored by policy", rec.Status)
 		}

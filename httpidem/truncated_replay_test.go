@@ -82,3 +82,53 @@ func TestTruncatedResponseNotReplayed(t *testing.T) {
 		t.Fatalf("retry: status %d, %d bytes; want the handler run again (201, %d bytes)", resp.StatusCode, len(body), chunks*len(chunk))
 	}
 }
+
+// The client of the first request hangs up while its handler waits; the
+// handler sees its context done and returns without writing. Its implicit
+// empty 200 was stored, and every retry got it as the replay, though the
+// handler never did its work (review 14). Nothing is stored now: the retry
+// runs the handler.
+func TestGaveUpHandlerNotReplayed(t *testing.T) {
+	store := must(httpidem.NewMemoryStore())
+	defer store.Close()
+	var runs atomic.Int32
+	started, done := make(chan struct{}), make(chan struct{})
+	h := httpidem.Idempotency(httpidem.IdempotencyConfig{Store: store, Principal: tenant})(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if runs.Add(1) == 1 {
+				defer close(done)
+				close(started)
+				<-r.Context().Done() // the work waits on something; the client leaves
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, "done")
+		}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nIdempotency-Key: k2\r\nX-Tenant: t1\r\nContent-Length: 2\r\n\r\n{}")
+	<-started
+	conn.Close()
+	<-done
+	time.Sleep(50 * time.Millisecond) // the first request's finish
+
+	req, _ := http.NewRequest("POST", srv.URL, bytes.NewReader([]byte("{}")))
+	req.Header.Set("Idempotency-Key", "k2")
+	req.Header.Set("X-Tenant", "t1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	t.Logf("retry: %d %q, replayed %q, handler runs %d", resp.StatusCode, body, resp.Header.Get("Idempotent-Replayed"), runs.Load())
+	if resp.StatusCode != http.StatusCreated || runs.Load() != 2 {
+		t.Fatalf("the retry got %d %q (replayed %q): the handler that gave up was stored as an empty 200",
+			resp.StatusCode, body, resp.Header.Get("Idempotent-Replayed"))
+	}
+}
