@@ -40,7 +40,8 @@ func retentionFor(ttl time.Duration) any {
 }
 
 // relSuffix names the release marks of a primitive (scripts/lib_rel.lua):
-// "<lease>:rel" of a mutex or write hold (fences, or Redlock nonces),
+// "<lease>:rel" of a mutex or write hold (fences; a Redlock node's release
+// sets "<lease>:rel:<nonce>" instead, a key of its own for 15 s),
 // "<permits>:rel" of a semaphore and "<readers>:rel" of read holds
 // (tokens). With them a release that go-redis sent again after its answer
 // was lost answers "released", as its first run did, though it finds the

@@ -776,6 +776,9 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 	}
 	var kb [7]string // on the stack: run copies them
 	keys := append(kb[:0], n.lease, n.fence, n.queue, n.dues, n.mark, n.oldQ, n.rel)
+	if nonce != "" && fence == 0 {
+		keys[6] = n.lease + relSuffix + ":" + nonce // a Redlock node's: release.lua's rel_seen
+	}
 	waited, fenceArg := releaseArgs(n, fence)
 	v, err := b.pubs.release.run(ctx, b.hot, keys, token, claimArg, retentionArg, nonce, b.grantsArg, waited, fenceArg).Int64()
 	if unsent(err) {

@@ -16,7 +16,8 @@
 -- KEYS[1] lease (also the notification channel)  KEYS[2] fence counter
 -- KEYS[3] the waiters W  KEYS[4] their Clients A  KEYS[5] the mark M
 -- KEYS[6] release 0.2.0's queue Q  KEYS[7] the release marks
--- (lib_rel.lua), or none
+-- (lib_rel.lua) of a fenced release, or the mark key of a Redlock
+-- release's nonce (see rel_seen), or none
 -- ARGV[1] token  ARGV[2] claim window ms  ARGV[3] fence retention ms
 -- ARGV[4] release nonce (Redlock), or ''  ARGV[5] the caller's grant
 -- channel (its member of W is "<token>|<channel>")  ARGV[6] "1" if the
@@ -85,27 +86,24 @@ if mine and ARGV[4] ~= '' and redis.call('EXISTS', KEYS[3]) == 0 then
   -- Redlock's release, nobody queued in W (Redlock's waiters never do):
   -- what the rest does then, without making its helpers. Redlock's nodes
   -- publish classic (newRedisBackend), whichever pub this script has.
-  -- A release by token, sent again, would find nothing: it marks the key
-  -- with its nonce (lib_rel.lua; see the not-held branch).
+  -- A release by token, sent again, would find nothing: it leaves its
+  -- mark (rel_seen, in the not-held branch).
   redis.call('DEL', KEYS[1])
   if KEYS[7] then
-    -- rel_add, written out: the helpers are made further on.
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    redis.call('ZADD', KEYS[7], now, 'n:' .. ARGV[4])
-    redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now - 15000)
-    redis.call('PEXPIRE', KEYS[7], 15000)
+    redis.call('SET', KEYS[7], '1', 'PX', 15000)
   end
   redis.call('PUBLISH', KEYS[1], 'r:' .. ARGV[4])
   return 1
 end
 -- (the helpers only the rest uses are defined here)
--- rel_mark: the release mark (KEYS[7]) this release leaves, or nil: its
--- fence, or a Redlock release's nonce ("n:<nonce>").
-local function rel_mark()
-  if ARGV[7] and ARGV[7] ~= '' then return ARGV[7] end
-  if ARGV[4] and ARGV[4] ~= '' then return 'n:' .. ARGV[4] end
-  return nil
+-- rel_seen: did an earlier run of this call leave its mark (KEYS[7])? A
+-- fenced release marks its fence in the key's marks (lib_rel.lua); a
+-- Redlock release (by token, with a nonce) has a mark key of its own,
+-- "<lease>:rel:<nonce>", kept 15 s: one command per node, not four.
+local function rel_seen()
+  if ARGV[7] and ARGV[7] ~= '' then return rel_has(KEYS[7], ARGV[7]) end
+  if ARGV[4] and ARGV[4] ~= '' then return redis.call('EXISTS', KEYS[7]) == 1 end
+  return false
 end
 if not mine then
   -- A fenced release that finds no lease, and the counter still at its
@@ -121,11 +119,8 @@ if not mine then
   -- this very call handed the key on — a grant, or a waiter it woke took
   -- the key — before go-redis sent it again. Released, too.
   -- Redlock's release, by token on each node, marks with its nonce.
-  if ARGV[8] ~= '1' and KEYS[7] then
-    local m = rel_mark()
-    if m and rel_has(KEYS[7], m) then
-      return 1
-    end
+  if ARGV[8] ~= '1' and KEYS[7] and rel_seen() then
+    return 1
   end
   local me = ARGV[1] .. '|' .. (ARGV[5] or '')
   -- A waiter that leaves while first in line behind a grant not yet
@@ -152,9 +147,11 @@ end
 -- fenced release leaves its mark (KEYS[7], lib_rel.lua), for a run of it
 -- sent again (see the not-held branch above).
 local function mark()
-  local m = KEYS[7] and rel_mark()
-  if m then
-    rel_add(KEYS[7], m)
+  if not KEYS[7] then return end
+  if ARGV[7] and ARGV[7] ~= '' then
+    rel_add(KEYS[7], ARGV[7])
+  elseif ARGV[4] and ARGV[4] ~= '' then
+    redis.call('SET', KEYS[7], '1', 'PX', 15000)
   end
 end
 if wait_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3]) then
