@@ -39,15 +39,15 @@ func retentionFor(ttl time.Duration) any {
 	return (ttl + time.Minute).Milliseconds()
 }
 
-// relSuffix names the release marks of a primitive (scripts/lib_rel.lua):
-// "<lease>:rel" of a mutex or write hold (fences; a Redlock node's release
-// sets "<lease>:rel:<nonce>" instead, a key of its own for 15 s),
-// "<permits>:rel" of a semaphore and "<readers>:rel" of read holds
-// (tokens). With them a release that go-redis sent again after its answer
-// was lost answers "released", as its first run did, though it finds the
-// key another's. A mutex release with nobody to tell leaves none: the
-// counter, still at its fence, says the same, unless a newcomer took the
-// key in between.
+// relSuffix names the release marks of a primitive: "<lease>:rel" of a
+// mutex or write hold, a sorted set of the fences of recent releases that
+// woke or granted a waiter (scripts/lib_rel.lua); and a key of its own,
+// "<…>:rel:<nonce>", set for 15 s by each release of a permit, a read
+// hold or a Redlock node's lease, which carries a nonce. With them a
+// release that go-redis sent again after its answer was lost answers
+// "released", as its first run did, though it finds the key another's. A
+// mutex release with nobody to tell leaves none: the counter, still at its
+// fence, says the same, unless a newcomer took the key in between.
 const relSuffix = ":rel"
 
 // names are the storage names of one lock key. They share the hash tag

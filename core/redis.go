@@ -112,7 +112,7 @@ func newNotifyScripts(pub string) *notifyScripts {
 		acquire:     newLuaScript(acquireLua, pub, libOwns, libFence, libWait),
 		acquireFair: newLuaScript(acquireFairLua, pub, libOwns, libFence, libWait),
 		release:     newLuaScript(releaseLua, pub, libOwns, libFence, libWait, libRel),
-		semRelease:  newLuaScript(semReleaseLua, pub, libQueue, libSem, libRel),
+		semRelease:  newLuaScript(semReleaseLua, pub, libQueue, libSem),
 		rwUnlock:    newLuaScript(rwUnlockLua, pub, libOwns, libQueue, libRel),
 		evict:       newLuaScript(evictLua, pub, libOwns, libFence),
 	}
@@ -750,12 +750,12 @@ func (b *redisBackend) releaseFenced(ctx context.Context, n names, token string,
 // when fence is not 0, only of the acquisition of fence (releaseFenced).
 func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce string, fence int64) (bool, error) {
 	if n.limit > 0 {
-		v, err := b.pubs.semRelease.run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since(), n.lease + relSuffix},
-			token, n.limit, noArg, releaseNonce()).Int64()
+		v, err := b.pubs.semRelease.run(ctx, b.rdb, []string{n.lease, n.vals, n.queue, n.dues, n.since(),
+			n.lease + relSuffix + ":" + releaseNonce()}, token, n.limit).Int64()
 		return v == 1, err
 	}
 	if n.rw() {
-		hold, fenceArg, rel := "r", "", n.readers+relSuffix
+		hold, fenceArg, rel := "r", "", n.readers+relSuffix+":"+releaseNonce()
 		if n.limit == rwWrite {
 			rel = ""
 			hold = "w"
@@ -767,11 +767,7 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 		if rel != "" {
 			keys = append(keys, rel)
 		}
-		args := []any{token, hold, fenceArg}
-		if n.limit == rwRead {
-			args = append(args, releaseNonce())
-		}
-		v, err := b.pubs.rwUnlock.run(ctx, b.rdb, keys, args...).Int64()
+		v, err := b.pubs.rwUnlock.run(ctx, b.rdb, keys, token, hold, fenceArg).Int64()
 		return v == 1, err
 	}
 	var kb [7]string // on the stack: run copies them

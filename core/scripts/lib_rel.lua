@@ -1,12 +1,12 @@
 -- Release marks: a release that go-redis sends again after its answer was
 -- lost finds what its first run released gone, or another's. Each release
--- that may be followed by another holder leaves a mark — its fence, or a
--- permit's or read hold's token and a nonce of the release call
--- ("<token>|<nonce>"); a Redlock node's release has a key of its own
--- instead (release.lua's rel_seen) — in a sorted set beside the key, scored by server ms and kept
+-- that may be followed by another holder leaves a mark: a mutex's or
+-- write hold's release its fence, in a sorted set beside the key, scored by server ms and kept
 -- 15 s: longer than go-redis's defaults resend a command (3 retries of a
 -- 3 s read timeout, and backoff). A run sent again that finds its mark
--- answers "released", as the first did.
+-- answers "released", as the first did. (A permit's, a read hold's and a
+-- Redlock node's release, whose calls carry a nonce, set a key of their
+-- own instead, "<…>:rel:<nonce>", for 15 s: one command, not four.)
 
 -- rel_add marks m in z.
 local function rel_add(z, m)

@@ -5,15 +5,14 @@
 -- KEYS[1] writer lease (also the channel)  KEYS[2] readers  KEYS[3] reader
 -- values  KEYS[4] waiting writers  KEYS[5] their arrival order (a list)
 -- KEYS[6] their arrival times  KEYS[7] the fence counter  KEYS[8] the
--- release marks (lib_rel.lua) of a fenced write release (fences) or of a
--- read hold's (tokens), or none
+-- release marks (lib_rel.lua) of a fenced write release, or a read hold
+-- release's own mark "<readers>:rel:<nonce>" (see sem_release.lua), or
+-- none
 -- ARGV[1] token  ARGV[2] 'w' (write hold), 'r' (read hold), or 'q' (only
 -- leave the waiting writers: a writer of a caller's token giving up, whose
 -- token's hold may be another process's)  ARGV[3] of
 -- a write hold: the fence of the acquisition the release ends, or '' (then
--- any write hold of the token)  ARGV[4] of a read hold: a nonce unique to
--- the release call, or absent (its mark is "<token>|<nonce>": a twin
--- sharing the token releases with a nonce of its own)
+-- any write hold of the token)
 -- Returns 1 released, 0 not held.
 --
 -- With a fence, a write hold of the token whose counter is above it was
@@ -76,7 +75,7 @@ else
   if not exp then
     -- Released by an earlier run of this call (its answer lost, go-redis
     -- sent it again), whoever took the lock since.
-    if KEYS[8] and ARGV[4] and rel_has(KEYS[8], ARGV[1] .. '|' .. ARGV[4]) then
+    if KEYS[8] and redis.call('EXISTS', KEYS[8]) == 1 then
       return 1
     end
     return 0
@@ -86,8 +85,8 @@ else
   if tonumber(exp) < now then
     return 0
   end
-  if KEYS[8] and ARGV[4] then
-    rel_add(KEYS[8], ARGV[1] .. '|' .. ARGV[4])
+  if KEYS[8] then
+    redis.call('SET', KEYS[8], '1', 'PX', 15000)
   end
 end
 wake()

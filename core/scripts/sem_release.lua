@@ -9,17 +9,17 @@
 -- key's channel ("r:"), which wakes one waiter per Client.
 -- KEYS[1] permits (also the release channel)  KEYS[2] permit values
 -- KEYS[3] queue  KEYS[4] queue deadlines  KEYS[5] queue arrival times
--- KEYS[6] the release marks (lib_rel.lua): tokens of permits released,
--- or none
+-- KEYS[6] the release's mark, "<permits>:rel:<nonce>" (a nonce unique to
+-- the release call: a twin sharing the token, WithToken, releases with
+-- one of its own), or none
 -- ARGV[1] token  ARGV[2] the caller's limit, or absent  ARGV[3] "1": only
 -- leave the queue (a waiter of a caller's token giving up: a permit of the
--- token may be another process's)  ARGV[4] a nonce unique to the release
--- call, or absent: its mark is "<token>|<nonce>" (a twin sharing the
--- token, WithToken, releases with a nonce of its own)
+-- token may be another process's)
 -- Returns 1 released, 0 not held (gone, or expired).
 --
 -- A release sent again by go-redis (its answer lost) finds no permit of
--- its token: its first run's mark says it released it.
+-- its token: its first run's mark, set for 15 s (longer than go-redis's
+-- defaults resend a command), says it released it. One SET a release.
 local function wake()
   local limit = tonumber(ARGV[2])
   if limit then
@@ -39,7 +39,7 @@ end
 
 local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not exp or ARGV[3] == '1' then
-  if ARGV[3] ~= '1' and KEYS[6] and ARGV[4] and rel_has(KEYS[6], ARGV[1] .. '|' .. ARGV[4]) then
+  if ARGV[3] ~= '1' and KEYS[6] and redis.call('EXISTS', KEYS[6]) == 1 then
     return 1 -- released by an earlier run of this call
   end
   if redis.call('ZREM', KEYS[4], ARGV[1]) == 1 then
@@ -54,8 +54,8 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 if tonumber(exp) < now_ms() then
   return 0
 end
-if KEYS[6] and ARGV[4] then
-  rel_add(KEYS[6], ARGV[1] .. '|' .. ARGV[4])
+if KEYS[6] then
+  redis.call('SET', KEYS[6], '1', 'PX', 15000)
 end
 wake()
 return 1
