@@ -772,7 +772,7 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 	}
 	var kb [7]string // on the stack: run copies them
 	keys := append(kb[:0], n.lease, n.fence, n.queue, n.dues, n.mark, n.oldQ, n.rel)
-	if nonce != "" && fence == 0 {
+	if nonce != "" {
 		keys[6] = n.lease + relSuffix + ":" + nonce // a Redlock node's: release.lua's rel_seen
 	}
 	waited, fenceArg := releaseArgs(n, fence)

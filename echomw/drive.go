@@ -82,10 +82,16 @@ func run(c echo.Context, next echo.HandlerFunc, call *httpidem.Call, onError fun
 	}
 	p := call.Finish(statusOf(c, err))
 	switch {
-	case p == nil || err != nil:
+	case p == nil:
 		return err
 	case res.Committed:
+		if err != nil {
+			return err
+		}
 		return p
 	}
+	// Nothing went out yet: the guard's answer (a lost lock: 503
+	// lock_lost), not the handler's error, which the loss most likely
+	// caused (its context was cancelled).
 	return onError(c, p)
 }

@@ -35,6 +35,9 @@ func statusOf(c echo.Context, err error) int {
 		return http.StatusOK
 	}
 	if he, ok := err.(*echo.HTTPError); ok {
+		if in, ok := he.Internal.(*echo.HTTPError); ok {
+			return in.Code // as Echo's DefaultHTTPErrorHandler sends it
+		}
 		return he.Code
 	}
 	return http.StatusInternalServerError

@@ -70,12 +70,7 @@ func (o *owner) finish(int) *Problem {
 	ok := false
 	if o.cap != nil {
 		rec, ok = o.cap.record(o.fp)
-		// A handler that wrote nothing after its client went away most
-		// likely gave up (it saw its context done): its implicit empty 200
-		// is not known to be its answer. Stored, every retry would get it.
-		if ok && o.cap.status == 0 && o.client != nil && o.client.Err() != nil {
-			ok = false
-		}
+		ok = ok && !o.gaveUp()
 	}
 	if lost := o.lease.Err(); lost != nil {
 		_ = o.lease.Release(ctx)
@@ -102,6 +97,14 @@ func (o *owner) finish(int) *Problem {
 		o.rep.close(OutcomeFirst, 0, nil) // stored, as decided
 	}
 	return nil
+}
+
+// gaveUp reports whether the handler wrote nothing and its client went
+// away: it most likely gave up (it saw its context done), and its implicit
+// empty 200 is not known to be its answer. Stored, every retry would get
+// it.
+func (o *owner) gaveUp() bool {
+	return o.cap != nil && o.cap.status == 0 && o.client != nil && o.client.Err() != nil
 }
 
 // abort releases the lease without storing anything, and rolls back the
@@ -150,6 +153,13 @@ func (o *owner) finishTx(ctx context.Context) {
 	if lost := o.lease.Err(); lost != nil {
 		_ = o.txl.abortTx(ctx, o.tx)
 		answer(OutcomeLost, lostProblem(lost))
+		return
+	}
+	if ok && o.gaveUp() {
+		_ = o.txl.abortTx(ctx, o.tx)
+		err := fmt.Errorf("%w: the handler wrote nothing once its client had gone; transaction rolled back", ErrNotStorable)
+		answer(OutcomeNotStored, newProblem(http.StatusInternalServerError, CodeNotStorable,
+			"the handler gave no answer, so the request's writes were rolled back", err))
 		return
 	}
 	if !ok {

@@ -97,12 +97,13 @@ if mine and ARGV[4] ~= '' and redis.call('EXISTS', KEYS[3]) == 0 then
 end
 -- (the helpers only the rest uses are defined here)
 -- rel_seen: did an earlier run of this call leave its mark (KEYS[7])? A
--- fenced release marks its fence in the key's marks (lib_rel.lua); a
--- Redlock release (by token, with a nonce) has a mark key of its own,
--- "<lease>:rel:<nonce>", kept 15 s: one command per node, not four.
+-- release with a nonce (a Redlock node's, its undo's too) has a mark key
+-- of its own, "<lease>:rel:<nonce>", kept 15 s: one command per node, not
+-- four; any other fenced release marks its fence in the key's marks
+-- (lib_rel.lua).
 local function rel_seen()
-  if ARGV[7] and ARGV[7] ~= '' then return rel_has(KEYS[7], ARGV[7]) end
   if ARGV[4] and ARGV[4] ~= '' then return redis.call('EXISTS', KEYS[7]) == 1 end
+  if ARGV[7] and ARGV[7] ~= '' then return rel_has(KEYS[7], ARGV[7]) end
   return false
 end
 if not mine then
@@ -148,10 +149,10 @@ end
 -- sent again (see the not-held branch above).
 local function mark()
   if not KEYS[7] then return end
-  if ARGV[7] and ARGV[7] ~= '' then
-    rel_add(KEYS[7], ARGV[7])
-  elseif ARGV[4] and ARGV[4] ~= '' then
+  if ARGV[4] and ARGV[4] ~= '' then
     redis.call('SET', KEYS[7], '1', 'PX', 15000)
+  elseif ARGV[7] and ARGV[7] ~= '' then
+    rel_add(KEYS[7], ARGV[7])
   end
 end
 if wait_grant(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3]) then
