@@ -6,13 +6,16 @@
 // lets a subject through at most once per object per local calendar day.
 //
 // The limits are those of a lease: a response the policy does not store
-// (5xx, 429, streamed, too large, one the client did not receive whole
-// — it hung up, so a write failed — or none at all: a handler that wrote
-// nothing once its client had gone, most likely giving up) lets the retry
-// run again, by design; and
+// (5xx, 429, streamed, too large, or one the client did not receive whole
+// — it hung up, so a write failed) lets the retry run again, by design; and
 // a lease lost while its handler runs (a Redis failover that dropped it) is
 // reported — the request context is cancelled and the response is not
-// stored — but cannot undo work already done.
+// stored — but cannot undo work already done. A handler that returns
+// without writing answers 200, which is stored even when its client has
+// gone (it may have done its work): one that gives up on a cancelled
+// context should answer an error (a 5xx is not stored). In a handler
+// transaction (WithHandlerTx) such an empty answer after the client went
+// away rolls the writes back instead, and nothing is stored.
 //
 // # Idempotency-Key
 //

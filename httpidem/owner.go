@@ -69,8 +69,12 @@ func (o *owner) finish(int) *Problem {
 	var rec *Record
 	ok := false
 	if o.cap != nil {
+		// A handler that wrote nothing answered 200, and it is stored,
+		// even when its client had gone: it may have done its work, and a
+		// retry must not do it again. One that gives up on its context
+		// answers an error (a 5xx is not stored). In a handler transaction
+		// its writes can be undone instead (finishTx).
 		rec, ok = o.cap.record(o.fp)
-		ok = ok && !o.gaveUp()
 	}
 	if lost := o.lease.Err(); lost != nil {
 		_ = o.lease.Release(ctx)
@@ -100,9 +104,11 @@ func (o *owner) finish(int) *Problem {
 }
 
 // gaveUp reports whether the handler wrote nothing and its client went
-// away: it most likely gave up (it saw its context done), and its implicit
-// empty 200 is not known to be its answer. Stored, every retry would get
-// it.
+// away: it may have given up (it saw its context done), and its implicit
+// empty 200 is not known to be its answer. In a handler transaction its
+// writes are then rolled back and nothing stored, so that the retry does
+// the work, once (finishTx); outside one nothing can be undone, and the
+// 200 is stored (finish).
 func (o *owner) gaveUp() bool {
 	return o.cap != nil && o.cap.status == 0 && o.client != nil && o.client.Err() != nil
 }
