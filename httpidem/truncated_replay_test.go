@@ -82,4 +82,3 @@ func TestTruncatedResponseNotReplayed(t *testing.T) {
 		t.Fatalf("retry: status %d, %d bytes; want the handler run again (201, %d bytes)", resp.StatusCode, len(body), chunks*len(chunk))
 	}
 }
-
