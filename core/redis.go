@@ -755,13 +755,14 @@ func (b *redisBackend) releaseNonce(ctx context.Context, n names, token, nonce s
 		return v == 1, err
 	}
 	if n.rw() {
-		hold, fenceArg, rel := "r", "", n.readers+relSuffix+":"+releaseNonce()
+		hold, fenceArg, rel := "r", "", ""
 		if n.limit == rwWrite {
-			rel = ""
 			hold = "w"
 			if fence != 0 {
 				fenceArg, rel = strconv.FormatInt(fence, 10), n.lease+relSuffix
 			}
+		} else {
+			rel = n.readers + relSuffix + ":" + releaseNonce()
 		}
 		keys := []string{n.lease, n.readers, n.vals, n.queue, n.dues, n.since(), n.fence}
 		if rel != "" {

@@ -3,12 +3,12 @@ package otel
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"reflect"
 
 	"github.com/latchkey/latchkey/core"
 	"github.com/latchkey/latchkey/cronlock"
 	"github.com/latchkey/latchkey/dbguard"
 	"github.com/latchkey/latchkey/httpidem"
+	"github.com/latchkey/latchkey/internal/nilness"
 	otelapi "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -58,25 +58,16 @@ func New(opts ...Option) *Instrumentation {
 			o.apply(&in.cfg)
 		}
 	}
-	if isNil(in.cfg.tp) { // a typed nil too: an SDK provider left unset
+	if nilness.IsNil(in.cfg.tp) { // a typed nil too: an SDK provider left unset
 		in.cfg.tp = otelapi.GetTracerProvider()
 	}
-	if isNil(in.cfg.mp) {
+	if nilness.IsNil(in.cfg.mp) {
 		in.cfg.mp = otelapi.GetMeterProvider()
 	}
 	in.tracer = in.cfg.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version))
 	in.m = newInstruments(in.cfg.mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version)))
 	in.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
 	return in
-}
-
-// isNil reports whether v is nil, or a nil pointer in an interface.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // lockName maps key to its lock name.
